@@ -1,0 +1,3 @@
+from acp_memory.cli import main
+
+raise SystemExit(main())

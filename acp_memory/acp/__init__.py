@@ -1,0 +1,1 @@
+"""The Agent Client Protocol layer: method handlers over a JSON-RPC connection."""

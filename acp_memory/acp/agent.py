@@ -1,0 +1,319 @@
+"""The ACP method handlers: sessions, modes, prompts and cancellation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+from acp.schema import (
+    AgentCapabilities,
+    AuthenticateRequest,
+    CancelNotification,
+    CurrentModeUpdate,
+    Implementation,
+    InitializeRequest,
+    InitializeResponse,
+    ListSessionsRequest,
+    ListSessionsResponse,
+    LoadSessionRequest,
+    NewSessionRequest,
+    PromptCapabilities,
+    PromptRequest,
+    SessionCapabilities,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
+    SessionInfo,
+    SessionListCapabilities,
+    SessionMode,
+    SessionModeState,
+    SetSessionModeRequest,
+)
+from pydantic import BaseModel, ConfigDict, Field
+
+from acp_memory import __version__
+from acp_memory.acp.content import prompt_text
+from acp_memory.acp.updates import event_update, replay_updates
+from acp_memory.acp.wire import dump, parse_params
+from acp_memory.config import Config, Paths
+from acp_memory.engine.events import TurnEvent
+from acp_memory.engine.turn import StopReason, TurnEngine
+from acp_memory.jsonrpc.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
+from acp_memory.llm.provider import Provider
+from acp_memory.sessions.store import (
+    BundleError,
+    Session,
+    SessionNotFound,
+    SessionStore,
+    decode_cursor,
+    encode_cursor,
+)
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+SESSION_BUSY = -32001
+LIST_PAGE_SIZE = 50
+MODES = {
+    "agent": ("Agent", "Reads and changes the workspace with every tool."),
+    "plan": ("Plan", "Reads and answers with a plan; changes nothing."),
+    "ask": ("Ask", "Answers questions; read-only."),
+}
+
+
+class Peer(Protocol):
+    """The client side of the connection, as the handlers see it."""
+
+    async def notify(self, method: str, params: Any) -> None: ...
+
+    async def request(self, method: str, params: Any) -> Any: ...
+
+
+class _SetConfigOption(BaseModel):
+    # The SDK splits this request into two models by value type; one strict model is clearer.
+    model_config = ConfigDict(populate_by_name=True)
+    session_id: str = Field(alias="sessionId")
+    config_id: str = Field(alias="configId")
+    value: str | bool
+
+
+class TurnRunner(Protocol):
+    async def __call__(
+        self, session: Session, text: str, emit: Callable[[TurnEvent], Awaitable[None]]
+    ) -> StopReason: ...
+
+
+class AcpAgent:
+    """Holds the sessions of one connection and answers the client's requests."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        paths: Paths,
+        engine: TurnEngine,
+        provider_for: Callable[[str], tuple[Provider, Any]],
+    ) -> None:
+        self.cfg = cfg
+        self.paths = paths
+        self.store = SessionStore(paths.sessions_dir)
+        self.engine = engine
+        self.provider_for = provider_for
+        self.peer: Peer | None = None
+        self._sessions: dict[str, Session] = {}
+        self._turns: dict[str, anyio.CancelScope] = {}
+
+    def handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[Any]]]:
+        return {
+            "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "session/new": self.new_session,
+            "session/load": self.load_session,
+            "session/list": self.list_sessions,
+            "session/prompt": self.prompt,
+            "session/cancel": self.cancel,
+            "session/set_mode": self.set_mode,
+            "session/set_config_option": self.set_config_option,
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        req = parse_params(InitializeRequest, params)
+        return dump(
+            InitializeResponse(
+                protocol_version=min(req.protocol_version, PROTOCOL_VERSION),
+                agent_capabilities=AgentCapabilities(
+                    load_session=True,
+                    prompt_capabilities=PromptCapabilities(
+                        image=False, audio=False, embedded_context=True
+                    ),
+                    session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+                ),
+                agent_info=Implementation(name="acp-memory", title="acp-memory", version=__version__),
+                auth_methods=[],
+            )
+        )
+
+    async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
+        parse_params(AuthenticateRequest, params)
+        return {}
+
+    def cancel_all(self) -> None:
+        """Cancel every running turn (the input closed)."""
+        for scope in self._turns.values():
+            scope.cancel()
+
+    # -- sessions ----------------------------------------------------------------------
+
+    async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        req = parse_params(NewSessionRequest, params)
+        cwd = _absolute(req.cwd)
+        servers = [dump(s) for s in req.mcp_servers or []]
+        session = self.store.create(
+            cwd=cwd, model_id=self.cfg.default_model_id(), mcp_servers=servers
+        )
+        self._sessions[session.id] = session
+        return {"sessionId": session.id, **self._session_state(session)}
+
+    async def load_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        req = parse_params(LoadSessionRequest, params)
+        cwd = _absolute(req.cwd)
+        session = self._sessions.get(req.session_id) or self._load(req.session_id)
+        if session.record.cwd != cwd and req.session_id not in self._turns:
+            session.record.cwd = cwd
+            session.save()
+        for update in replay_updates(session.messages):
+            await self._update(session.id, update)
+        return self._session_state(session)
+
+    async def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
+        req = parse_params(ListSessionsRequest, params)
+        try:
+            start = decode_cursor(req.cursor) if req.cursor else 0
+        except ValueError:
+            raise RpcError(INVALID_PARAMS, "Invalid params: cursor: not a cursor we issued") from None
+        records = self.store.list(cwd=req.cwd)
+        page = records[start : start + LIST_PAGE_SIZE]
+        more = start + LIST_PAGE_SIZE < len(records)
+        return dump(
+            ListSessionsResponse(
+                sessions=[
+                    SessionInfo(
+                        session_id=r.id, cwd=r.cwd, title=r.title or None, updated_at=r.updated_at
+                    )
+                    for r in page
+                ],
+                next_cursor=encode_cursor(start + LIST_PAGE_SIZE) if more else None,
+            )
+        )
+
+    def session(self, session_id: str) -> Session:
+        """A session of this process, loading its bundle on first use."""
+        return self._sessions.get(session_id) or self._load(session_id)
+
+    def _load(self, session_id: str) -> Session:
+        try:
+            session = self.store.load(session_id)
+        except SessionNotFound:
+            raise RpcError(RESOURCE_NOT_FOUND, f"Session not found: {session_id}") from None
+        except BundleError as exc:
+            raise RpcError(RESOURCE_NOT_FOUND, f"Session {session_id} cannot be loaded: {exc}") from None
+        self._sessions[session_id] = session
+        return session
+
+    # -- modes and options -------------------------------------------------------------
+
+    async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        req = parse_params(SetSessionModeRequest, params)
+        session = self.session(req.session_id)
+        await self._switch_mode(session, req.mode_id)
+        return {}
+
+    async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        req = parse_params(_SetConfigOption, params)
+        session = self.session(req.session_id)
+        value = str(req.value)
+        if req.config_id == "mode":
+            await self._switch_mode(session, value)
+        elif req.config_id == "model":
+            if value not in self.cfg.model_ids():
+                raise RpcError(
+                    INVALID_PARAMS,
+                    f"Invalid params: value: unknown model {value!r}; "
+                    f"choose one of {', '.join(self.cfg.model_ids())}",
+                )
+            session.record.selected_model_id = value
+            session.save()
+        else:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: configId: unknown option {req.config_id!r}")
+        return {"configOptions": self._session_state(session)["configOptions"]}
+
+    async def _switch_mode(self, session: Session, mode_id: str) -> None:
+        if mode_id not in MODES:
+            raise RpcError(
+                INVALID_PARAMS, f"Invalid params: modeId: unknown mode {mode_id!r}; use agent, plan or ask"
+            )
+        if session.record.mode != mode_id:
+            session.record.mode = mode_id
+            session.save()
+        update = CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id)
+        await self._update(session.id, dump(update))
+
+    def _session_state(self, session: Session) -> dict[str, Any]:
+        record = session.record
+        modes = SessionModeState(
+            current_mode_id=record.mode,
+            available_modes=[
+                SessionMode(id=mode_id, name=name, description=desc)
+                for mode_id, (name, desc) in MODES.items()
+            ],
+        )
+        options = [
+            SessionConfigOptionSelect(
+                type="select",
+                id="mode",
+                name="Mode",
+                category="mode",
+                current_value=record.mode,
+                options=[
+                    SessionConfigSelectOption(value=m, name=name, description=desc)
+                    for m, (name, desc) in MODES.items()
+                ],
+            ),
+            SessionConfigOptionSelect(
+                type="select",
+                id="model",
+                name="Model",
+                category="model",
+                current_value=record.selected_model_id,
+                options=[SessionConfigSelectOption(value=m, name=m) for m in self.cfg.model_ids()],
+            ),
+        ]
+        return {"modes": dump(modes), "configOptions": [dump(o) for o in options]}
+
+    # -- turns -------------------------------------------------------------------------
+
+    async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        req = parse_params(PromptRequest, params)
+        session = self.session(req.session_id)
+        text = prompt_text(list(req.prompt))
+        if session.id in self._turns:
+            raise RpcError(
+                SESSION_BUSY,
+                f"Session {session.id} is already running a prompt; "
+                "wait for its answer or send session/cancel first",
+            )
+        scope = self._turns[session.id] = anyio.CancelScope()
+        stop: StopReason = "cancelled"
+        try:
+            with scope:
+                stop = await self._run_turn(session, text)
+        finally:
+            del self._turns[session.id]
+        return {"stopReason": "cancelled" if scope.cancel_called else stop}
+
+    async def _run_turn(self, session: Session, text: str) -> StopReason:
+        provider, model = self.provider_for(session.record.selected_model_id)
+
+        async def emit(event: TurnEvent) -> None:
+            await self._update(session.id, event_update(event))
+
+        return await self.engine.run(session, text, provider, model, emit)
+
+    async def cancel(self, params: dict[str, Any]) -> None:
+        req = parse_params(CancelNotification, params)
+        scope = self._turns.get(req.session_id)
+        if scope is not None:
+            scope.cancel()
+
+    async def _update(self, session_id: str, update: dict[str, Any]) -> None:
+        if self.peer is not None:
+            await self.peer.notify("session/update", {"sessionId": session_id, "update": update})
+
+
+def _absolute(cwd: str) -> str:
+    if not Path(cwd).is_absolute():
+        raise RpcError(INVALID_PARAMS, f"Invalid params: cwd: must be an absolute path, got {cwd!r}")
+    return cwd

@@ -1,0 +1,138 @@
+"""The whole config file as pydantic models; defaults follow the seeds and DESIGN.md."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+OFFLINE_MODEL_ID = "offline/default"
+
+
+class Section(BaseModel):
+    # Unknown keys are kept (not rejected) so that `doctor` can report them as warnings.
+    model_config = ConfigDict(extra="allow", validate_default=True)
+
+
+class ProviderConfig(Section):
+    name: str
+    type: Literal["openai", "anthropic", "offline"]
+    api_base: str = ""
+    api_key: str = Field(default="", repr=False)
+    timeout_ms: int = Field(default=600_000, gt=0)
+
+
+class ModelConfig(Section):
+    model: str = Field(description="<provider>/<upstream model id>")
+    max_tokens: int = Field(default=8192, gt=0)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    stream: bool = True
+
+    @property
+    def provider_name(self) -> str:
+        return self.model.split("/", 1)[0]
+
+    @property
+    def upstream_id(self) -> str:
+        return self.model.split("/", 1)[1] if "/" in self.model else ""
+
+
+class AgentConfig(Section):
+    model: str = ""
+    max_turns: int = Field(default=50, gt=0)
+    llm_retry_max: int = Field(default=3, ge=0)
+    llm_retry_base_ms: int = Field(default=500, ge=0)
+    llm_first_token_timeout_ms: int = Field(default=120_000, ge=0)
+    llm_stream_idle_timeout_ms: int = Field(default=120_000, ge=0)
+    wait_for_limit_reset: bool = False
+
+
+class SessionsConfig(Section):
+    dir: str = ""
+
+
+class PromptsConfig(Section):
+    dir: str = ""
+
+
+class BackgroundConfig(Section):
+    enabled: bool = True
+    max_concurrent: int = Field(default=5, ge=1)
+    default_timeout_seconds: int = Field(default=900, gt=0)
+    max_timeout_seconds: int = Field(default=3600, gt=0)
+
+
+class ToolsConfig(Section):
+    permission_mode: Literal["ask", "accept_edits", "bypass"] = "ask"
+    command_allowlist: list[str] = Field(default_factory=list)
+    background: BackgroundConfig = Field(default_factory=BackgroundConfig)
+
+
+class SubagentsConfig(Section):
+    max_concurrent: int = Field(default=4, ge=1)
+
+
+class AcpConfig(Section):
+    memory_run_updates: Literal["session_update", "ext_notification", "off"] = "session_update"
+
+
+class LoggingConfig(Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    to_file: bool = False
+
+
+class MemoryConfig(Section):
+    enable: bool = False
+    model: str = ""
+    fallback_models: list[str] = Field(default_factory=list)
+    dir: str = ""
+    wait_seconds: float = Field(default=20, ge=0)
+    timeout_seconds: float = Field(default=300, gt=0)
+    keep_runs: int = Field(default=20, ge=0)
+    recall_max_turns: int = Field(default=6, ge=1)
+    persist_max_turns: int = Field(default=12, ge=1)
+    copilot_max_tokens: int = Field(default=4096, gt=0)
+    max_search_hits: int = Field(default=8, ge=1)
+    additional_prompt: str = ""
+    additional_prompt_max_chars: int = Field(default=0, ge=0)
+    # Kodik's safeguards: a note body is bounded in UTF-8 bytes and never cut.
+    max_note_bytes: int = Field(default=16 * 1024, gt=0)
+
+
+class Config(Section):
+    providers: list[ProviderConfig] = Field(default_factory=list)
+    models: list[ModelConfig] = Field(default_factory=list)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    prompts: PromptsConfig = Field(default_factory=PromptsConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
+    acp: AcpConfig = Field(default_factory=AcpConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+
+    def model_ids(self) -> list[str]:
+        """Every selectable model id; the built-in offline model is always among them."""
+        ids = [m.model for m in self.models]
+        return ids if OFFLINE_MODEL_ID in ids else [*ids, OFFLINE_MODEL_ID]
+
+    def default_model_id(self) -> str:
+        """agent.model, else the first configured model, else the offline model."""
+        if self.agent.model:
+            return self.agent.model
+        return self.models[0].model if self.models else OFFLINE_MODEL_ID
+
+    def find_model(self, model_id: str) -> ModelConfig:
+        """The models[] entry for an id; unlisted ids get defaults."""
+        for m in self.models:
+            if m.model == model_id:
+                return m
+        return ModelConfig(model=model_id)
+
+    def find_provider(self, name: str) -> ProviderConfig | None:
+        for p in self.providers:
+            if p.name == name:
+                return p
+        if name == "offline":
+            return ProviderConfig(name="offline", type="offline")
+        return None

@@ -1,0 +1,1 @@
+"""The ReAct turn engine and the prompt it builds."""

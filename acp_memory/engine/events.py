@@ -1,0 +1,38 @@
+"""What a running turn reports, free of any wire format; the ACP layer maps these to updates."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class AgentText:
+    text: str
+
+
+@dataclass(frozen=True)
+class AgentThought:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    call_id: str
+    title: str
+    kind: str
+    raw_input: Any
+    locations: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    call_id: str
+    status: Literal["completed", "failed"]
+    output: str
+    locations: list[str] = field(default_factory=list)
+
+
+TurnEvent = AgentText | AgentThought | ToolCallStarted | ToolCallFinished
+Emit = Callable[[TurnEvent], Awaitable[None]]

@@ -1,0 +1,215 @@
+"""The ReAct turn loop: ask the model, run the tools it calls, repeat until it answers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from acp_memory.engine.events import (
+    AgentText,
+    AgentThought,
+    Emit,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from acp_memory.engine.prompt import Templates, TurnContext, render_system
+from acp_memory.llm.provider import Provider
+from acp_memory.llm.types import (
+    ChatRequest,
+    Finished,
+    Message,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+)
+from acp_memory.sessions.model import StoredToolCall, TranscriptMessage
+from acp_memory.sessions.store import Session
+from acp_memory.tools.base import ToolContext
+from acp_memory.tools.registry import ToolRegistry, parse_arguments
+
+log = logging.getLogger(__name__)
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+CANCELLED_RESULT = "Error: the tool call was cancelled by the user."
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """What a turn needs to know about the model it talks to."""
+
+    upstream_id: str
+    max_tokens: int = 8192
+    temperature: float | None = None
+    stream: bool = True
+
+
+class TurnEngine:
+    """Runs turns for sessions; shareable by top-level and child sessions alike."""
+
+    def __init__(self, templates: Templates, tools: ToolRegistry, max_turns: int) -> None:
+        self.templates = templates
+        self.tools = tools
+        self.max_turns = max_turns
+
+    def system_prompt(self, session: Session) -> str:
+        """The system message: stable across every request of a session in one mode."""
+        record = session.record
+        template = self.templates.load(f"{record.mode}.md")
+        specs = self.tools.specs(record.mode)
+        return render_system(template, cwd=record.cwd, tools=specs, memory=record.agent_memory)
+
+    def build_request(
+        self, session: Session, model: ModelSettings, context: TurnContext
+    ) -> ChatRequest:
+        """System, then the whole history, then the turn context as the last user message."""
+        history = [to_llm_message(m) for m in session.messages]
+        messages = [Message("system", self.system_prompt(session)), *history, context.message()]
+        return ChatRequest(
+            model=model.upstream_id,
+            messages=messages,
+            tools=self.tools.specs(session.record.mode),
+            max_tokens=model.max_tokens,
+            temperature=model.temperature,
+            stream=model.stream,
+            cache_prefix_len=len(messages) - 1,
+        )
+
+    async def run(
+        self,
+        session: Session,
+        user_text: str,
+        provider: Provider,
+        model: ModelSettings,
+        emit: Emit,
+        turn_context: Callable[[], TurnContext] = TurnContext,
+    ) -> StopReason:
+        """One user turn; the transcript is persisted after every message, even on cancel."""
+        session.append(TranscriptMessage(role="user", content=user_text))
+        for _ in range(self.max_turns):
+            reply = await self._step(session, provider, model, emit, turn_context())
+            if reply.tool_calls:
+                await self._run_tools(session, reply.tool_calls, emit)
+                continue
+            if reply.finish == "length":
+                return "max_tokens"
+            return "refusal" if reply.finish == "refusal" else "end_turn"
+        return "max_turn_requests"
+
+    async def _step(
+        self,
+        session: Session,
+        provider: Provider,
+        model: ModelSettings,
+        emit: Emit,
+        context: TurnContext,
+    ) -> _Reply:
+        request = self.build_request(session, model, context)
+        reply = _Reply()
+        try:
+            async for event in provider.stream(request):
+                if isinstance(event, TextDelta):
+                    reply.text.append(event.text)
+                    await emit(AgentText(event.text))
+                elif isinstance(event, ReasoningDelta):
+                    reply.reasoning.append(event.text)
+                    await emit(AgentThought(event.text))
+                elif isinstance(event, ToolCallReady):
+                    reply.tool_calls.append(event.call)
+                elif isinstance(event, Finished):
+                    reply.finish = event.reason
+        finally:
+            # Recorded even when cancelled mid-stream, so the transcript shows what was seen.
+            if reply.text or reply.reasoning or reply.tool_calls:
+                session.append(reply.to_transcript(self.tools, session.record.mode))
+        return reply
+
+    async def _run_tools(self, session: Session, calls: list[ToolCall], emit: Emit) -> None:
+        ctx = ToolContext(session.id, Path(session.record.cwd), session.record.mode)
+        pending = list(calls)
+        try:
+            while pending:
+                call = pending[0]
+                tool = self.tools.get(call.name, ctx.mode)
+                args = parse_arguments(call.arguments)
+                raw_input = args if isinstance(args, dict) else call.arguments
+                await emit(
+                    ToolCallStarted(
+                        call.id,
+                        _title(self.tools, call, ctx.mode),
+                        tool.kind if tool else "other",
+                        raw_input,
+                    )
+                )
+                result = await self.tools.execute(call.name, call.arguments, ctx)
+                session.append(
+                    TranscriptMessage(
+                        role="tool",
+                        content=result.text,
+                        tool_call_id=call.id,
+                        name=call.name,
+                        is_error=result.is_error or None,
+                    )
+                )
+                pending.pop(0)
+                status: Literal["completed", "failed"] = "failed" if result.is_error else "completed"
+                await emit(ToolCallFinished(call.id, status, result.text, result.locations))
+        finally:
+            # Providers refuse a history where a tool call has no result.
+            for call in pending:
+                session.append(
+                    TranscriptMessage(
+                        role="tool", content=CANCELLED_RESULT, tool_call_id=call.id,
+                        name=call.name, is_error=True,
+                    )
+                )
+
+
+class _Reply:
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.tool_calls: list[ToolCall] = []
+        self.finish: str = "stop"
+
+    def to_transcript(self, tools: ToolRegistry, mode: str) -> TranscriptMessage:
+        calls = [
+            StoredToolCall(
+                id=c.id,
+                name=c.name,
+                arguments=c.arguments,
+                title=_title(tools, c, mode),
+                kind=(t.kind if (t := tools.get(c.name, mode)) else "other"),
+            )
+            for c in self.tool_calls
+        ]
+        return TranscriptMessage(
+            role="assistant",
+            content="".join(self.text),
+            reasoning="".join(self.reasoning) or None,
+            tool_calls=calls or None,
+        )
+
+
+def _title(tools: ToolRegistry, call: ToolCall, mode: str) -> str:
+    tool = tools.get(call.name, mode)
+    args = parse_arguments(call.arguments)
+    if tool is None or not isinstance(args, dict):
+        return call.name
+    try:
+        return tool.title(args) or call.name
+    except Exception:  # a title is cosmetic; never let it break the turn
+        return call.name
+
+
+def to_llm_message(m: TranscriptMessage) -> Message:
+    """A transcript entry as the provider-neutral message the model sees."""
+    if m.role == "assistant":
+        calls = tuple(ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls or ())
+        return Message("assistant", m.content, tool_calls=calls)
+    if m.role == "tool":
+        return Message("tool", m.content, tool_call_id=m.tool_call_id, name=m.name)
+    return Message("user", m.content)

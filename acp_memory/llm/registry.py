@@ -1,0 +1,182 @@
+"""Providers for model ids: `<provider>/<upstream id>` resolved against the config."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Literal
+
+import httpx
+
+from acp_memory.config.models import Config, ModelConfig, ProviderConfig
+from acp_memory.llm.anthropic import AnthropicProvider
+from acp_memory.llm.offline import OfflineProvider
+from acp_memory.llm.openai import OpenAIProvider
+from acp_memory.llm.provider import Provider
+from acp_memory.llm.resilient import ResilientProvider, RetryPolicy
+from acp_memory.llm.transport import StreamTimeouts
+from acp_memory.llm.types import ChatRequest, LLMError, Message, StreamEvent, ToolSpec
+
+_OFFICIAL_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
+
+
+class UnknownModelError(ValueError):
+    """A model id whose provider is not configured."""
+
+
+@dataclass
+class ModelHandle:
+    """A model ready to call: its provider (retries and timeouts included) and its settings."""
+
+    model_id: str
+    provider: Provider
+    config: ModelConfig = field(repr=False)
+
+    def request(
+        self,
+        messages: list[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: Literal["auto", "none", "required"] | None = None,
+        cache_prefix_len: int = 0,
+    ) -> ChatRequest:
+        """A ChatRequest carrying this model's upstream id, max_tokens, temperature and stream."""
+        return ChatRequest(
+            model=self.config.upstream_id,
+            messages=messages,
+            tools=list(tools),
+            max_tokens=self.config.max_tokens,
+            temperature=self.config.temperature,
+            tool_choice=tool_choice,
+            stream=self.config.stream,
+            cache_prefix_len=cache_prefix_len,
+        )
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Shorthand for provider.stream(request)."""
+        return self.provider.stream(request)
+
+
+class ProviderHub:
+    """Builds providers over one shared httpx client; `async with` it when it owns the client."""
+
+    def __init__(self, config: Config, client: httpx.AsyncClient | None = None) -> None:
+        self.config = config
+        self._client = client
+        self._owned = client is None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise RuntimeError("ProviderHub has no client: pass one or use `async with`")
+        return self._client
+
+    async def __aenter__(self) -> ProviderHub:
+        if self._client is None:
+            # Per-request timeouts come from each provider's timeout_ms.
+            self._client = httpx.AsyncClient(timeout=None)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._owned and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def model(self, model_id: str, *, wait_for_limit_reset: bool | None = None) -> ModelHandle:
+        """The handle for a model id; child sessions pass wait_for_limit_reset=False."""
+        return ModelHandle(
+            model_id,
+            self.provider(model_id, wait_for_limit_reset=wait_for_limit_reset),
+            self.config.find_model(model_id),
+        )
+
+    def provider(self, model_id: str, *, wait_for_limit_reset: bool | None = None) -> Provider:
+        """The provider serving a model id, wrapped in the agent's retry policy."""
+        return build_provider(
+            self.config, model_id, self.client, wait_for_limit_reset=wait_for_limit_reset
+        )
+
+
+def build_provider(
+    config: Config,
+    model_id: str,
+    client: httpx.AsyncClient,
+    *,
+    wait_for_limit_reset: bool | None = None,
+) -> Provider:
+    """The provider for `<provider>/<upstream id>`, with agent.* retries and stream timeouts."""
+    provider_config = resolve_provider(config, model_id)
+    if provider_config.type == "offline":
+        return OfflineProvider()
+    agent = config.agent
+    timeouts = StreamTimeouts.from_ms(
+        agent.llm_first_token_timeout_ms, agent.llm_stream_idle_timeout_ms
+    )
+    cls = OpenAIProvider if provider_config.type == "openai" else AnthropicProvider
+    key = api_key(provider_config)
+    inner: Provider = cls(
+        client,
+        name=provider_config.name,
+        api_base=provider_config.api_base,
+        api_key=key,
+        timeout_s=provider_config.timeout_ms / 1000,
+        timeouts=timeouts,
+    )
+    if not key and not provider_config.api_base:
+        inner = _MissingKey(provider_config)
+    policy = RetryPolicy.from_config(agent, wait_for_limit_reset=wait_for_limit_reset)
+    return ResilientProvider(inner, policy)
+
+
+def resolve_provider(config: Config, model_id: str) -> ProviderConfig:
+    """The configured provider a model id names, or UnknownModelError."""
+    name, slash, upstream = model_id.partition("/")
+    if not slash or not name or not upstream:
+        raise UnknownModelError(
+            f"model id {model_id!r} is not of the form <provider>/<upstream model id>"
+        )
+    found = config.find_provider(name)
+    if found is None:
+        known = ", ".join(p.name for p in config.providers) or "none"
+        raise UnknownModelError(
+            f"model {model_id!r} names provider {name!r}, which is not configured "
+            f"(configured providers: {known}; the built-in one is 'offline')"
+        )
+    return found
+
+
+def api_key(provider: ProviderConfig) -> str:
+    """The provider's key: its api_key, else <NAME>_API_KEY, else OPENAI_/ANTHROPIC_API_KEY."""
+    if provider.api_key:
+        return provider.api_key
+    names = [re.sub(r"[^A-Z0-9]", "_", provider.name.upper()) + "_API_KEY"]
+    if provider.type in _OFFICIAL_HOSTS:
+        names.append(f"{provider.type.upper()}_API_KEY")
+    for name in names:
+        if os.environ.get(name):
+            return os.environ[name]
+    return ""
+
+
+class _MissingKey:
+    """Stands in for a provider of an official API with no key: every call fails at once."""
+
+    def __init__(self, provider: ProviderConfig) -> None:
+        self.name = provider.name
+        self._env = re.sub(r"[^A-Z0-9]", "_", provider.name.upper()) + "_API_KEY"
+        self._host = _OFFICIAL_HOSTS.get(provider.type, "")
+
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        raise LLMError(
+            f"no API key for {self._host}: set providers[].api_key or {self._env}",
+            provider=self.name,
+        )
+        yield  # pragma: no cover - makes this an async generator

@@ -1,0 +1,224 @@
+"""HTTP plumbing both providers share: JSON posts, SSE under stall timeouts, error mapping."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+
+from acp_memory.llm.ratelimit import announced_wait
+from acp_memory.llm.sse import SSEDecoder, SSEEvent
+from acp_memory.llm.types import LLMError, StreamEvent
+
+T = TypeVar("T")
+
+# Worth another try later: timeouts, conflicts, rate limits and every server-side failure.
+_RETRYABLE = frozenset({408, 409, 429})
+_MESSAGE_LIMIT = 500
+# How long closing a response may take while the caller is being cancelled.
+_CLOSE_GRACE_S = 1.0
+
+
+class ConnectionDropped(LLMError):
+    """The connection broke with no complete answer (a stale keep-alive connection, a reset)."""
+
+
+@dataclass(frozen=True)
+class StreamTimeouts:
+    """Seconds a stream may stay silent: before its first event, between events (None: forever)."""
+
+    first_event: float | None = None
+    idle: float | None = None
+
+    @classmethod
+    def from_ms(cls, first_event_ms: int, idle_ms: int) -> StreamTimeouts:
+        """From the config's milliseconds, where 0 disables."""
+        return cls(first_event_ms / 1000 or None, idle_ms / 1000 or None)
+
+
+@dataclass
+class Endpoint:
+    """One provider URL with its headers; turns every failure into an LLMError."""
+
+    client: httpx.AsyncClient
+    provider: str
+    url: str
+    headers: dict[str, str] = field(repr=False)
+    timeout_s: float = 600.0
+    timeouts: StreamTimeouts = field(default_factory=StreamTimeouts)
+    secret: str = field(default="", repr=False)  # redacted from any message we build
+
+    async def post_json(self, body: dict[str, Any]) -> Any:
+        """POST a JSON body and return the decoded JSON answer."""
+        try:
+            response = await self.client.post(
+                self.url, json=body, headers=self.headers, timeout=self.timeout_s
+            )
+        except httpx.HTTPError as exc:
+            raise self.transport_error(exc) from None
+        if response.status_code >= 400:
+            raise self.status_error(response)
+        try:
+            return response.json()
+        except ValueError:
+            raise self.error(f"the answer is not JSON: {_clip(response.text)}") from None
+
+    async def post_sse(self, body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
+        """POST a JSON body and yield the answer's server-sent events."""
+        request = self.client.build_request(
+            "POST", self.url, json=body, headers=self.headers, timeout=self.timeout_s
+        )
+        first = self.timeouts.first_event
+        deadline = anyio.current_time() + first if first else math.inf
+        try:
+            with anyio.fail_after(first):
+                response = await self.client.send(request, stream=True)
+        except TimeoutError:
+            raise self.silence_error(first=True) from None
+        except httpx.HTTPError as exc:
+            raise self.transport_error(exc) from None
+        try:
+            if response.status_code >= 400:
+                with anyio.move_on_after(self.timeouts.idle or first):
+                    await response.aread()
+                raise self.status_error(response)
+            lines = response.aiter_lines()
+            decoder = SSEDecoder()
+            seen = False
+            while True:
+                budget = self.timeouts.idle if seen else _left(deadline)
+                try:
+                    with anyio.fail_after(budget):
+                        event = await _next_event(lines, decoder)
+                except TimeoutError:
+                    raise self.silence_error(first=not seen) from None
+                except httpx.HTTPError as exc:
+                    raise self.transport_error(exc) from None
+                if event is None:
+                    return
+                seen = True
+                yield event
+        finally:
+            # Closing drops the connection at once when the stream was cut short.
+            with anyio.move_on_after(_CLOSE_GRACE_S, shield=True):
+                await response.aclose()
+
+    def error(self, message: str, **kw: Any) -> LLMError:
+        """An LLMError of this provider, with the key scrubbed from the message."""
+        return LLMError(self.redact(message), provider=self.provider, **kw)
+
+    def status_error(self, response: httpx.Response) -> LLMError:
+        """The error for an HTTP error status, carrying the provider's own message."""
+        status = response.status_code
+        phrase = response.reason_phrase or _phrase(status)
+        detail = provider_message(response.content)
+        message = f"{phrase}: {detail}" if detail and detail != phrase else phrase or "error"
+        return self.error(
+            message,
+            status=status,
+            retryable=status in _RETRYABLE or status >= 500,
+            retry_after=announced_wait(response.headers, status),
+        )
+
+    def transport_error(self, exc: httpx.HTTPError) -> LLMError:
+        """The error for a failure below HTTP: a timeout, a refused or dropped connection."""
+        if isinstance(exc, httpx.TimeoutException):
+            return self.error(f"no answer within {self.timeout_s:g}s ({type(exc).__name__})")
+        what = str(exc) or type(exc).__name__
+        return ConnectionDropped(self.redact(f"connection failed: {what}"), provider=self.provider)
+
+    def silence_error(self, *, first: bool) -> LLMError:
+        """The error for a stream cut by the first-event or the idle timeout."""
+        if first:
+            return self.error(f"no answer within {self.timeouts.first_event:g}s of the request")
+        return self.error(f"the stream stalled for {self.timeouts.idle:g}s")
+
+    def redact(self, text: str) -> str:
+        return text.replace(self.secret, "[redacted]") if self.secret else text
+
+
+async def _next_event(lines: AsyncIterator[str], decoder: SSEDecoder) -> SSEEvent | None:
+    async for line in lines:
+        event = decoder.feed(line)
+        if event is not None:
+            return event
+    return decoder.flush()
+
+
+def provider_message(body: bytes) -> str:
+    """The message inside an error body, whichever of the usual JSON shapes it has."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        return _clip(text)
+    if isinstance(data, list) and data:
+        data = data[0]
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return _clip(error["message"])
+        for candidate in (error, data.get("message"), data.get("detail")):
+            if isinstance(candidate, str) and candidate:
+                return _clip(candidate)
+    return _clip(text)
+
+
+async def guard_output(events: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
+    """Pass events through; an LLMError raised after the first one is marked after_output."""
+    produced = False
+    async with closing(events):
+        try:
+            async for event in events:
+                produced = True
+                yield event
+        except LLMError as err:
+            err.after_output = err.after_output or produced
+            raise
+
+
+@asynccontextmanager
+async def closing(events: AsyncIterator[Any]) -> AsyncGenerator[None, None]:
+    """Close an event iterator on the way out, so its HTTP stream stops at once."""
+    try:
+        yield
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def parse_json_event(endpoint: Endpoint, data: str) -> dict[str, Any]:
+    """One SSE data payload as a JSON object, or an LLMError saying what arrived instead."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise endpoint.error(f"the stream sent something that is not JSON: {_clip(data)}") from None
+    if not isinstance(value, dict):
+        raise endpoint.error(f"the stream sent an unexpected value: {_clip(data)}")
+    return value
+
+
+StreamEvents = AsyncGenerator[StreamEvent, None]
+
+
+def _left(deadline: float) -> float | None:
+    return None if deadline == math.inf else max(0.0, deadline - anyio.current_time())
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Overloaded" if status == 529 else ""
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "…"

@@ -1,0 +1,109 @@
+"""Provider-neutral chat types: what the engine sends and the events a stream yields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A complete tool call; arguments is the raw JSON text the model produced."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None  # the tool's name on a tool result
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass
+class ChatRequest:
+    model: str  # the upstream id, as it goes on the wire
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    max_tokens: int = 8192
+    temperature: float | None = None
+    tool_choice: Literal["auto", "none", "required"] | None = None
+    stream: bool = True
+    # How many leading messages form the stable, cacheable prefix (system + history).
+    cache_prefix_len: int = 0
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallReady:
+    call: ToolCall
+
+
+StopReason = Literal["stop", "tool_calls", "length", "refusal", "other"]
+
+
+@dataclass(frozen=True)
+class Finished:
+    reason: StopReason
+    usage: Usage | None = None
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallReady | Finished
+
+
+class LLMError(Exception):
+    """A failed model call, with what the retry policy and the fallback chain need to know."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        provider: str = "",
+        after_output: bool = False,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.provider = provider
+        self.after_output = after_output
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        where = "after some output" if self.after_output else "before any output"
+        status = f"{self.status} " if self.status else ""
+        prov = f"{self.provider}: " if self.provider else ""
+        return f"{prov}{status}{self.message} ({where})"

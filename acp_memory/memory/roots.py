@@ -1,0 +1,193 @@
+"""The two note roots, `scope:rel/path` parsing, and the rules that keep every path inside its root."""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+from acp_memory.config import Config, Paths
+from acp_memory.config.loader import expand
+
+SCOPES = ("global", "project")
+NOTE_SUFFIXES = (".md", ".txt")
+PATH_FORM = "scope:relative/path.md with scope global or project (e.g. global:notes/todo.md)"
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+class MemoryPathError(ValueError):
+    """A note path that is malformed or would leave its root; the message is for a model."""
+
+
+def is_note_name(name: str) -> bool:
+    """Only visible .md and .txt files are notes."""
+    return not name.startswith(".") and name.lower().endswith(NOTE_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class Location:
+    """A checked place inside one root: its scope, its relative parts and its absolute path."""
+
+    scope: str
+    parts: tuple[str, ...]
+    root: Path
+    path: Path
+
+    @property
+    def rel(self) -> str:
+        return "/".join(self.parts)
+
+    @property
+    def is_root(self) -> bool:
+        return not self.parts
+
+    @property
+    def display(self) -> str:
+        """The `scope:rel` form shown to models and users (folders may add a slash)."""
+        return f"{self.scope}:{self.rel}"
+
+    @property
+    def is_note_path(self) -> bool:
+        return bool(self.parts) and is_note_name(self.parts[-1])
+
+    def child(self, name: str) -> Location:
+        return Location(self.scope, (*self.parts, name), self.root, self.path / name)
+
+
+def split_scoped(text: str) -> tuple[str, str]:
+    """Split `scope:rel` into its scope and relative part; a bare path is an error."""
+    if not isinstance(text, str) or not text.strip():
+        raise MemoryPathError(f"a path is required, in the form {PATH_FORM}")
+    text = text.strip()
+    if text in SCOPES:
+        return text, ""
+    scope, sep, rel = text.partition(":")
+    if not sep:
+        raise MemoryPathError(f"{text!r} has no scope; write it as {PATH_FORM}")
+    if scope not in SCOPES:
+        raise MemoryPathError(f"unknown scope {scope!r} in {text!r}; write paths as {PATH_FORM}")
+    return scope, "" if rel == "/" else rel
+
+
+def check_relative(rel: str) -> tuple[str, ...]:
+    """The safe parts of a relative path, or MemoryPathError saying what is wrong with it."""
+    _check_plain(rel, rel)
+    decoded = rel
+    for _ in range(3):  # double-encoded %252e%252e must not slip through either
+        if not _PERCENT.search(decoded):
+            break
+        decoded = unquote(decoded)
+        try:
+            _check_plain(decoded, rel)
+        except MemoryPathError as exc:
+            raise MemoryPathError(f"percent-encoded traversal refused: {exc}") from None
+    return tuple(p for p in rel.split("/") if p)
+
+
+def _check_plain(rel: str, shown: str) -> None:
+    if any(unicodedata.category(ch) == "Cc" for ch in rel):
+        raise MemoryPathError(f"{shown!r} contains NUL or control characters")
+    if "\\" in rel:
+        raise MemoryPathError(f"{shown!r} contains a backslash; separate folders with '/'")
+    if rel.startswith("/") or rel.startswith("~"):
+        raise MemoryPathError(f"{shown!r} is absolute; give a path relative to the scope's root")
+    if _DRIVE.match(rel):
+        raise MemoryPathError(f"{shown!r} starts with a drive letter; paths are relative")
+    for part in rel.split("/"):
+        if part in (".", ".."):
+            raise MemoryPathError(f"{shown!r} contains a {part!r} segment; '..' and '.' are refused")
+        if part.startswith("."):
+            raise MemoryPathError(f"{shown!r} names a hidden entry ({part!r}); those are not notes")
+        if len(part.encode("utf-8")) > 255:
+            raise MemoryPathError(f"a segment of {shown!r} is longer than 255 bytes")
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+@dataclass(frozen=True)
+class Roots:
+    """The global root and, when a session has a cwd, the project root `<cwd>/memory`."""
+
+    global_root: Path
+    project_root: Path | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Config, paths: Paths, cwd: Path | None = None) -> Roots:
+        """Global root from memory.dir or `<home>/memory`; project root from cwd (default paths.cwd)."""
+        configured = cfg.memory.dir.strip()
+        global_root = Path(expand(configured)) if configured else paths.home / "memory"
+        project_cwd = cwd if cwd is not None else paths.cwd
+        return cls(global_root.absolute(), (Path(project_cwd) / "memory").absolute())
+
+    def scopes(self) -> tuple[str, ...]:
+        return SCOPES if self.project_root is not None else ("global",)
+
+    def root_of(self, scope: str) -> Path:
+        if scope == "global":
+            return self.global_root
+        if scope == "project" and self.project_root is not None:
+            return self.project_root
+        if scope == "project":
+            raise MemoryPathError("this session has no project root (no working directory)")
+        raise MemoryPathError(f"unknown scope {scope!r}; use global or project")
+
+    def locate(self, text: str) -> Location:
+        """Parse and check `scope:rel`; refuses anything that could resolve outside its root."""
+        scope, rel = split_scoped(text)
+        return self.join(scope, rel)
+
+    def join(self, scope: str, rel: str) -> Location:
+        """Check a relative path under a scope's root (the same rules as locate)."""
+        root = self.root_of(scope)
+        parts = check_relative(rel)
+        loc = Location(scope, parts, root, root.joinpath(*parts))
+        ensure_inside(loc)
+        return loc
+
+
+def ensure_inside(loc: Location) -> None:
+    """Refuse a location whose real path (after symlinks) is outside its real root."""
+    real_root = loc.root.resolve()
+    if not _inside(loc.path.resolve(), real_root):
+        raise MemoryPathError(f"{loc.display} resolves outside the {loc.scope} root (symlink)")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One visible child of a folder: a subfolder or a note."""
+
+    loc: Location
+    is_dir: bool
+    size: int
+    mtime: float
+
+
+def visible_entries(folder: Location) -> Iterator[Entry]:
+    """A folder's notes and subfolders; dot-entries, other files and escaping symlinks are skipped."""
+    real_root = folder.root.resolve()
+    try:
+        it = os.scandir(folder.path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    with it:
+        for entry in it:
+            if entry.name.startswith("."):
+                continue
+            try:
+                is_dir = entry.is_dir()
+                if not is_dir and not is_note_name(entry.name):
+                    continue
+                if entry.is_symlink() and not _inside(Path(entry.path).resolve(), real_root):
+                    continue
+                st = entry.stat()
+            except OSError:
+                continue  # vanished or unreadable between scandir and stat
+            yield Entry(folder.child(entry.name), is_dir, st.st_size, st.st_mtime)

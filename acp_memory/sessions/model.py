@@ -1,0 +1,79 @@
+"""What a session bundle holds: session.json and the messages.json transcript."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+BUNDLE_VERSION = 1
+
+
+def new_session_id() -> str:
+    """`sess_` + 24 hex digits."""
+    return "sess_" + secrets.token_hex(12)
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Wire(BaseModel):
+    """On-disk JSON uses camelCase keys; Python uses snake_case."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class SessionRecord(Wire):
+    """session.json."""
+
+    version: int = BUNDLE_VERSION
+    id: str
+    cwd: str
+    mode: str = "agent"
+    selected_model_id: str
+    title: str = ""
+    created_at: str = Field(default_factory=utc_now)
+    updated_at: str = Field(default_factory=utc_now)
+    agent_memory: str = ""
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    # Child bundles only.
+    subagent_run: bool | None = None
+    parent_session_id: str | None = None
+    subagent_name: str | None = None
+    subagent_task_id: str | None = None
+    subagent_depth: int | None = None
+
+
+class StoredToolCall(Wire):
+    id: str
+    name: str
+    arguments: str
+    title: str | None = None
+    kind: str | None = None
+
+
+class TranscriptMessage(Wire):
+    """One entry of messages.json: a user message, an assistant reply, or a tool result."""
+
+    role: Literal["user", "assistant", "tool"]
+    content: str = ""
+    reasoning: str | None = None
+    tool_calls: list[StoredToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool | None = None
+    created_at: str = Field(default_factory=utc_now)
+
+
+class Transcript(Wire):
+    """messages.json."""
+
+    version: int = BUNDLE_VERSION
+    messages: list[TranscriptMessage] = Field(default_factory=list)

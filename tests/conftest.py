@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+# Test helpers (harness, fake servers, schema checker) live beside the tests.
+sys.path.insert(0, str(Path(__file__).parent))
+
+from acp_memory.config import Config, Paths  # noqa: E402
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> Paths:
+    """A private home, sessions folder and project folder for one test."""
+    home = tmp_path / "home"
+    project = tmp_path / "project"
+    project.mkdir()
+    return Paths(
+        home=home,
+        config_file=home / "config.yaml",
+        sessions_dir=home / "sessions",
+        cwd=project,
+    )
+
+
+@pytest.fixture
+def cfg() -> Config:
+    return Config()

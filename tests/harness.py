@@ -1,0 +1,182 @@
+"""Drives acp-memory as an editor would: the official ACP client over real bytes.
+
+In process, the agent serves one end of a socket pair and the SDK client the other; as a
+subprocess, the client talks to `python -m acp_memory` over its stdio. Either way every line
+the agent sends passes through a WireChecker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from acp import RequestError, connect_to_agent
+from acp.client.connection import ClientSideConnection
+from acp.schema import RequestPermissionResponse
+from wire_schema import WireChecker
+
+from acp_memory.acp.server import serve
+from acp_memory.config import Config, Paths
+from acp_memory.jsonrpc.fdstream import FdReceiveStream, FdSendStream
+
+
+@dataclass
+class RecordingClient:
+    """An editor that keeps every session/update and extension notification it receives."""
+
+    updates: list[tuple[str, Any]] = field(default_factory=list)
+    ext: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+        self.changed.set()
+
+    async def request_permission(self, *args: Any, **kwargs: Any) -> RequestPermissionResponse:
+        raise RequestError.method_not_found("session/request_permission")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        self.ext.append((method, params))
+        self.changed.set()
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(method)
+
+    def kinds(self, session_id: str | None = None) -> list[str]:
+        return [
+            u.session_update for s, u in self.updates if session_id is None or s == session_id
+        ]
+
+    def text(self, session_id: str, kind: str = "agent_message_chunk") -> str:
+        return "".join(
+            u.content.text for s, u in self.updates if s == session_id and u.session_update == kind
+        )
+
+    async def wait_for(self, predicate: Any, timeout: float = 10) -> None:
+        with anyio.fail_after(timeout):
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+
+
+class _TappedSend(FdSendStream):
+    def __init__(self, fd: int, checker: WireChecker) -> None:
+        super().__init__(fd)
+        self.checker = checker
+
+    async def send(self, item: bytes) -> None:
+        for line in item.splitlines():
+            self.checker.saw_agent_line(line)
+        await super().send(item)
+
+
+class _TappedReceive(FdReceiveStream):
+    def __init__(self, fd: int, checker: WireChecker) -> None:
+        super().__init__(fd)
+        self.checker = checker
+        self._partial = b""
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        data = await super().receive(max_bytes)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for line in lines:
+            self.checker.saw_client_line(line)
+        return data
+
+
+@dataclass
+class Editor:
+    conn: ClientSideConnection
+    client: RecordingClient
+    checker: WireChecker
+
+    async def start_session(self, cwd: Path) -> str:
+        await self.conn.initialize(protocol_version=1)
+        resp = await self.conn.new_session(cwd=str(cwd), mcp_servers=[])
+        return resp.session_id
+
+
+@contextlib.asynccontextmanager
+async def in_process_agent(cfg: Config, paths: Paths) -> AsyncIterator[Editor]:
+    """The agent served in this event loop, the SDK client on the other end of a socket pair."""
+    agent_sock, client_sock = socket.socketpair()
+    checker = WireChecker()
+    client = RecordingClient()
+    reader, writer = await asyncio.open_connection(sock=client_sock)
+    conn = connect_to_agent(client, writer, reader)
+    served = anyio.Event()
+
+    async def run_agent() -> None:
+        try:
+            await serve(
+                _TappedReceive(agent_sock.fileno(), checker),
+                _TappedSend(agent_sock.fileno(), checker),
+                cfg,
+                paths,
+            )
+        finally:
+            served.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_agent)
+        try:
+            yield Editor(conn, client, checker)
+        finally:
+            await conn.close()
+            # Closing our end is end-of-input for the agent, which then drains and returns.
+            client_sock.shutdown(socket.SHUT_WR)
+            with anyio.fail_after(15):
+                await served.wait()
+            writer.close()
+    agent_sock.close()
+    checker.assert_clean()
+
+
+@contextlib.asynccontextmanager
+async def subprocess_agent(home: Path, *args: str, cwd: Path | None = None) -> AsyncIterator[Editor]:
+    """A real `python -m acp_memory` process, its stdout checked line by line."""
+    checker = WireChecker()
+    client = RecordingClient()
+    env = {**os.environ, "ACP_MEMORY_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "acp_memory", *args,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, limit=128 * 1024 * 1024,
+    )
+    assert proc.stdin and proc.stdout
+    checked = asyncio.StreamReader(limit=128 * 1024 * 1024)
+
+    async def pump() -> None:
+        assert proc.stdout
+        while line := await proc.stdout.readline():
+            checker.saw_agent_line(line.rstrip(b"\n"))
+            checked.feed_data(line)
+        checked.feed_eof()
+
+    send_to_agent = proc.stdin.write
+
+    def write(data: bytes) -> None:
+        for line in bytes(data).splitlines():
+            checker.saw_client_line(line)
+        send_to_agent(data)
+
+    proc.stdin.write = write  # type: ignore[method-assign]
+    conn = connect_to_agent(client, proc.stdin, checked)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pump)
+        try:
+            yield Editor(conn, client, checker)
+        finally:
+            proc.stdin.close()
+            with anyio.fail_after(20):
+                await proc.wait()
+            await conn.close()
+    checker.assert_clean()
