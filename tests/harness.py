@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import sys
@@ -23,9 +24,11 @@ from acp.client.connection import ClientSideConnection
 from acp.schema import RequestPermissionResponse
 from wire_schema import WireChecker
 
+from acp_memory.acp.agent import AcpAgent
 from acp_memory.acp.server import serve
 from acp_memory.config import Config, Paths
 from acp_memory.jsonrpc.fdstream import FdReceiveStream, FdSendStream
+from acp_memory.jsonrpc.framing import read_lines
 
 
 @dataclass
@@ -82,13 +85,17 @@ class _TappedReceive(FdReceiveStream):
     def __init__(self, fd: int, checker: WireChecker) -> None:
         super().__init__(fd)
         self.checker = checker
-        self._partial = b""
+        self._partial: list[bytes] = []
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         data = await super().receive(max_bytes)
-        *lines, self._partial = (self._partial + data).split(b"\n")
-        for line in lines:
+        if b"\n" not in data:
+            self._partial.append(data)  # no joining until a line ends: huge lines stay linear
+            return data
+        head, *lines, tail = data.split(b"\n")
+        for line in [b"".join([*self._partial, head]), *lines]:
             self.checker.saw_client_line(line)
+        self._partial = [tail]
         return data
 
 
@@ -105,7 +112,9 @@ class Editor:
 
 
 @contextlib.asynccontextmanager
-async def in_process_agent(cfg: Config, paths: Paths) -> AsyncIterator[Editor]:
+async def in_process_agent(
+    cfg: Config, paths: Paths, agent: AcpAgent | None = None
+) -> AsyncIterator[Editor]:
     """The agent served in this event loop, the SDK client on the other end of a socket pair."""
     agent_sock, client_sock = socket.socketpair()
     checker = WireChecker()
@@ -121,6 +130,7 @@ async def in_process_agent(cfg: Config, paths: Paths) -> AsyncIterator[Editor]:
                 _TappedSend(agent_sock.fileno(), checker),
                 cfg,
                 paths,
+                agent,
             )
         finally:
             served.set()
@@ -179,4 +189,65 @@ async def subprocess_agent(home: Path, *args: str, cwd: Path | None = None) -> A
             with anyio.fail_after(20):
                 await proc.wait()
             await conn.close()
+    checker.assert_clean()
+
+
+class RawPeer:
+    """A client that speaks bytes, for malformed-input tests."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._send = FdSendStream(sock.fileno())
+        self._lines = read_lines(FdReceiveStream(sock.fileno()))
+
+    async def send(self, data: bytes) -> None:
+        await self._send.send(data)
+
+    async def send_json(self, obj: Any) -> None:
+        await self.send(json.dumps(obj).encode() + b"\n")
+
+    async def recv(self, timeout: float = 10) -> Any:
+        with anyio.fail_after(timeout):
+            line = await self._lines.__anext__()
+        assert isinstance(line, bytes)
+        return json.loads(line)
+
+    async def call(self, method: str, params: Any, msg_id: Any = 1) -> Any:
+        await self.send_json({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        return await self.recv()
+
+
+@contextlib.asynccontextmanager
+async def raw_agent(
+    cfg: Config, paths: Paths, agent: AcpAgent | None = None
+) -> AsyncIterator[RawPeer]:
+    """The agent in this event loop, a byte-level peer on the other end of a socket pair."""
+    agent_sock, client_sock = socket.socketpair()
+    checker = WireChecker()
+    done = anyio.Event()
+
+    async def run_agent() -> None:
+        try:
+            await serve(
+                _TappedReceive(agent_sock.fileno(), checker),
+                _TappedSend(agent_sock.fileno(), checker),
+                cfg,
+                paths,
+                agent,
+            )
+        finally:
+            done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_agent)
+        peer = RawPeer(client_sock)
+        try:
+            yield peer
+        finally:
+            client_sock.shutdown(socket.SHUT_WR)
+            with anyio.fail_after(15):
+                await done.wait()
+    agent_sock.close()
+    client_sock.close()
+    # Error answers to deliberately broken input must still be well-formed.
     checker.assert_clean()

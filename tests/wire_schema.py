@@ -69,8 +69,9 @@ class WireChecker:
             msg = json.loads(line)
         except ValueError:
             return
-        if isinstance(msg, dict) and "method" in msg and "id" in msg:
-            self.client_requests[msg["id"]] = msg["method"]
+        for m in msg if isinstance(msg, list) else [msg]:
+            if isinstance(m, dict) and "method" in m and "id" in m:
+                self.client_requests[m["id"]] = m["method"]
 
     def saw_agent_line(self, line: bytes) -> None:
         try:
@@ -79,10 +80,11 @@ class WireChecker:
             self.errors.append(f"agent sent a line that is not JSON: {exc}: {line[:200]!r}")
             return
         self.sent.append(msg)
-        try:
-            self._check(msg)
-        except jsonschema.ValidationError as exc:
-            self.errors.append(f"{exc.message} in {json.dumps(msg)[:400]}")
+        for m in msg if isinstance(msg, list) else [msg]:  # a batch answer
+            try:
+                self._check(m)
+            except jsonschema.ValidationError as exc:
+                self.errors.append(f"{exc.message} in {json.dumps(m)[:400]}")
 
     def _check(self, msg: dict[str, Any]) -> None:
         if msg.get("jsonrpc") != "2.0":

@@ -40,8 +40,9 @@ from acp_memory.acp.wire import dump, parse_params
 from acp_memory.config import Config, Paths
 from acp_memory.engine.events import TurnEvent
 from acp_memory.engine.turn import StopReason, TurnEngine
-from acp_memory.jsonrpc.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
-from acp_memory.llm.provider import Provider
+from acp_memory.jsonrpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
+from acp_memory.llm.registry import ModelHandle, UnknownModelError
+from acp_memory.llm.types import LLMError
 from acp_memory.sessions.store import (
     BundleError,
     Session,
@@ -93,13 +94,13 @@ class AcpAgent:
         cfg: Config,
         paths: Paths,
         engine: TurnEngine,
-        provider_for: Callable[[str], tuple[Provider, Any]],
+        model_for: Callable[[str], ModelHandle],
     ) -> None:
         self.cfg = cfg
         self.paths = paths
         self.store = SessionStore(paths.sessions_dir)
         self.engine = engine
-        self.provider_for = provider_for
+        self.model_for = model_for
         self.peer: Peer | None = None
         self._sessions: dict[str, Session] = {}
         self._turns: dict[str, anyio.CancelScope] = {}
@@ -295,12 +296,20 @@ class AcpAgent:
         return {"stopReason": "cancelled" if scope.cancel_called else stop}
 
     async def _run_turn(self, session: Session, text: str) -> StopReason:
-        provider, model = self.provider_for(session.record.selected_model_id)
+        try:
+            model = self.model_for(session.record.selected_model_id)
+        except UnknownModelError as exc:
+            raise RpcError(INTERNAL_ERROR, str(exc)) from None
 
         async def emit(event: TurnEvent) -> None:
             await self._update(session.id, event_update(event))
 
-        return await self.engine.run(session, text, provider, model, emit)
+        try:
+            return await self.engine.run(session, text, model, emit)
+        except LLMError as exc:
+            # The turn ends; the editor is told why, with the provider's status and words.
+            data = {"status": exc.status, "provider": exc.provider, "afterOutput": exc.after_output}
+            raise RpcError(INTERNAL_ERROR, f"model call failed: {exc}", data) from None
 
     async def cancel(self, params: dict[str, Any]) -> None:
         req = parse_params(CancelNotification, params)

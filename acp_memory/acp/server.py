@@ -9,38 +9,34 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from acp_memory.acp.agent import AcpAgent
 from acp_memory.config import Config, Paths
 from acp_memory.engine.prompt import Templates
-from acp_memory.engine.turn import ModelSettings, TurnEngine
+from acp_memory.engine.turn import TurnEngine
 from acp_memory.jsonrpc.connection import Connection
-from acp_memory.jsonrpc.errors import INVALID_PARAMS, RpcError
-from acp_memory.llm.offline import OfflineProvider
-from acp_memory.llm.provider import Provider
+from acp_memory.llm.registry import ProviderHub
 from acp_memory.tools.files import ListDirectory, ReadFile
 from acp_memory.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
 
-def build_agent(cfg: Config, paths: Paths) -> AcpAgent:
-    """The agent with its engine, tools and model resolution, not yet connected."""
+def build_agent(cfg: Config, paths: Paths, hub: ProviderHub) -> AcpAgent:
+    """The agent with its engine, tools and models, not yet connected."""
     engine = TurnEngine(
         Templates(cfg.prompts.dir), ToolRegistry([ReadFile(), ListDirectory()]), cfg.agent.max_turns
     )
-
-    def provider_for(model_id: str) -> tuple[Provider, ModelSettings]:
-        model = cfg.find_model(model_id)
-        provider = cfg.find_provider(model.provider_name)
-        if provider is None or provider.type != "offline":
-            raise RpcError(INVALID_PARAMS, f"model {model_id!r} names no configured provider")
-        settings = ModelSettings(model.upstream_id, model.max_tokens, model.temperature, model.stream)
-        return OfflineProvider(), settings
-
-    return AcpAgent(cfg, paths, engine, provider_for)
+    return AcpAgent(cfg, paths, engine, hub.model)
 
 
-async def serve(receive: ByteReceiveStream, send: ByteSendStream, cfg: Config, paths: Paths) -> None:
+async def serve(
+    receive: ByteReceiveStream,
+    send: ByteSendStream,
+    cfg: Config,
+    paths: Paths,
+    agent: AcpAgent | None = None,
+) -> None:
     """Serve ACP on a pair of byte streams until the input ends."""
-    agent = build_agent(cfg, paths)
-    conn = Connection(receive, send, agent.handlers(), on_input_closed=agent.cancel_all)
-    agent.peer = conn
-    await conn.serve()
+    async with ProviderHub(cfg) as hub:
+        agent = agent or build_agent(cfg, paths, hub)
+        conn = Connection(receive, send, agent.handlers(), on_input_closed=agent.cancel_all)
+        agent.peer = conn
+        await conn.serve()
     log.info("input closed; agent stopped")

@@ -99,7 +99,7 @@ def read_raw(path: Path) -> dict[str, Any] | None:
     """The YAML mapping in a config file, or None when the file does not exist."""
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -16,7 +16,8 @@ from acp_memory.engine.events import (
     ToolCallStarted,
 )
 from acp_memory.engine.prompt import Templates, TurnContext, render_system
-from acp_memory.llm.provider import Provider
+from acp_memory.llm.registry import ModelHandle
+from acp_memory.llm.transport import closing
 from acp_memory.llm.types import (
     ChatRequest,
     Finished,
@@ -29,31 +30,36 @@ from acp_memory.llm.types import (
 from acp_memory.sessions.model import StoredToolCall, TranscriptMessage
 from acp_memory.sessions.store import Session
 from acp_memory.tools.base import ToolContext
-from acp_memory.tools.registry import ToolRegistry, parse_arguments
+from acp_memory.tools.registry import ToolRegistry, parse_arguments, tool_locations
 
 log = logging.getLogger(__name__)
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 CANCELLED_RESULT = "Error: the tool call was cancelled by the user."
+NOT_RUN_RESULT = (
+    "Error: the tool call was not run; the turn stopped before the answer was complete."
+)
+Clock = Callable[[], datetime]
 
 
-@dataclass(frozen=True)
-class ModelSettings:
-    """What a turn needs to know about the model it talks to."""
-
-    upstream_id: str
-    max_tokens: int = 8192
-    temperature: float | None = None
-    stream: bool = True
+def utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 class TurnEngine:
     """Runs turns for sessions; shareable by top-level and child sessions alike."""
 
-    def __init__(self, templates: Templates, tools: ToolRegistry, max_turns: int) -> None:
+    def __init__(
+        self,
+        templates: Templates,
+        tools: ToolRegistry,
+        max_turns: int,
+        clock: Clock = utc_now,
+    ) -> None:
         self.templates = templates
         self.tools = tools
         self.max_turns = max_turns
+        self.clock = clock  # the turn context's time; tests pass a ticking fake
 
     def system_prompt(self, session: Session) -> str:
         """The system message: stable across every request of a session in one mode."""
@@ -63,18 +69,14 @@ class TurnEngine:
         return render_system(template, cwd=record.cwd, tools=specs, memory=record.agent_memory)
 
     def build_request(
-        self, session: Session, model: ModelSettings, context: TurnContext
+        self, session: Session, model: ModelHandle, context: TurnContext
     ) -> ChatRequest:
         """System, then the whole history, then the turn context as the last user message."""
         history = [to_llm_message(m) for m in session.messages]
         messages = [Message("system", self.system_prompt(session)), *history, context.message()]
-        return ChatRequest(
-            model=model.upstream_id,
-            messages=messages,
+        return model.request(
+            messages,
             tools=self.tools.specs(session.record.mode),
-            max_tokens=model.max_tokens,
-            temperature=model.temperature,
-            stream=model.stream,
             cache_prefix_len=len(messages) - 1,
         )
 
@@ -82,15 +84,17 @@ class TurnEngine:
         self,
         session: Session,
         user_text: str,
-        provider: Provider,
-        model: ModelSettings,
+        model: ModelHandle,
         emit: Emit,
         turn_context: Callable[[], TurnContext] = TurnContext,
     ) -> StopReason:
         """One user turn; the transcript is persisted after every message, even on cancel."""
         session.append(TranscriptMessage(role="user", content=user_text))
         for _ in range(self.max_turns):
-            reply = await self._step(session, provider, model, emit, turn_context())
+            context = turn_context()  # rebuilt at every step: fresh time, tasks, memory
+            if context.now is None:
+                context.now = self.clock()
+            reply = await self._step(session, model, emit, context)
             if reply.tool_calls:
                 await self._run_tools(session, reply.tool_calls, emit)
                 continue
@@ -102,29 +106,38 @@ class TurnEngine:
     async def _step(
         self,
         session: Session,
-        provider: Provider,
-        model: ModelSettings,
+        model: ModelHandle,
         emit: Emit,
         context: TurnContext,
     ) -> _Reply:
         request = self.build_request(session, model, context)
         reply = _Reply()
+        complete = False
         try:
-            async for event in provider.stream(request):
-                if isinstance(event, TextDelta):
-                    reply.text.append(event.text)
-                    await emit(AgentText(event.text))
-                elif isinstance(event, ReasoningDelta):
-                    reply.reasoning.append(event.text)
-                    await emit(AgentThought(event.text))
-                elif isinstance(event, ToolCallReady):
-                    reply.tool_calls.append(event.call)
-                elif isinstance(event, Finished):
-                    reply.finish = event.reason
+            events = model.stream(request)
+            # Closing at once on cancel drops the HTTP stream, so the server sees us go.
+            async with closing(events):
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        reply.text.append(event.text)
+                        await emit(AgentText(event.text))
+                    elif isinstance(event, ReasoningDelta):
+                        reply.reasoning.append(event.text)
+                        await emit(AgentThought(event.text))
+                    elif isinstance(event, ToolCallReady):
+                        reply.tool_calls.append(event.call)
+                    elif isinstance(event, Finished):
+                        reply.finish = event.reason
+            complete = True
         finally:
             # Recorded even when cancelled mid-stream, so the transcript shows what was seen.
             if reply.text or reply.reasoning or reply.tool_calls:
                 session.append(reply.to_transcript(self.tools, session.record.mode))
+            if not complete:
+                # Calls that arrived before the stream was cut never run; providers refuse a
+                # history where a tool call has no result, so each gets a cancelled one.
+                for call in reply.tool_calls:
+                    session.append(_cancelled(call, NOT_RUN_RESULT))
         return reply
 
     async def _run_tools(self, session: Session, calls: list[ToolCall], emit: Emit) -> None:
@@ -142,6 +155,7 @@ class TurnEngine:
                         _title(self.tools, call, ctx.mode),
                         tool.kind if tool else "other",
                         raw_input,
+                        tool_locations(tool, args, ctx) if tool and isinstance(args, dict) else [],
                     )
                 )
                 result = await self.tools.execute(call.name, call.arguments, ctx)
@@ -155,17 +169,21 @@ class TurnEngine:
                     )
                 )
                 pending.pop(0)
-                status: Literal["completed", "failed"] = "failed" if result.is_error else "completed"
+                status: Literal["completed", "failed"] = (
+                    "failed" if result.is_error else "completed"
+                )
                 await emit(ToolCallFinished(call.id, status, result.text, result.locations))
         finally:
             # Providers refuse a history where a tool call has no result.
             for call in pending:
-                session.append(
-                    TranscriptMessage(
-                        role="tool", content=CANCELLED_RESULT, tool_call_id=call.id,
-                        name=call.name, is_error=True,
-                    )
-                )
+                session.append(_cancelled(call))
+
+
+def _cancelled(call: ToolCall, text: str = CANCELLED_RESULT) -> TranscriptMessage:
+    """The error result recorded for a call that never ran, or never finished."""
+    return TranscriptMessage(
+        role="tool", content=text, tool_call_id=call.id, name=call.name, is_error=True
+    )
 
 
 class _Reply:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from jsonrpcserver import Error, Success
@@ -30,6 +31,7 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 # Inbound handlers in flight at once; past it the reader waits, which bounds memory under a burst.
 MAX_IN_FLIGHT = 512
 _OUTBOX = 1024
+_BATCH = 256
 
 
 class _Pending:
@@ -114,15 +116,20 @@ class Connection:
             log.debug("dropped an outbound message: the connection is closed")
 
     async def _write_loop(self) -> None:
-        # Coalescing everything queued into one write keeps a streaming burst to few syscalls.
+        # Coalescing a streaming burst into few writes: after each message we yield once, and
+        # keep collecting while producers that are ready to run keep adding to the outbox.
         async with self._outbox_reader:
             async for first in self._outbox_reader:
                 batch = [first]
-                while len(batch) < 256:
+                while len(batch) < _BATCH:
                     try:
                         batch.append(self._outbox_reader.receive_nowait())
                     except anyio.WouldBlock:
-                        break
+                        await anyio.lowlevel.checkpoint()
+                        try:
+                            batch.append(self._outbox_reader.receive_nowait())
+                        except anyio.WouldBlock:
+                            break
                 try:
                     await self._send.send(b"".join(batch))
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):

@@ -8,11 +8,13 @@ from typing import Any
 
 import httpx
 
+from acp_memory.llm.sse import SSEEvent
 from acp_memory.llm.transport import (
     ConnectionDropped,
     Endpoint,
     StreamEvents,
     StreamTimeouts,
+    closing,
     guard_output,
     parse_json_event,
 )
@@ -115,41 +117,45 @@ class AnthropicProvider:
         blocks: dict[int, _Block] = {}
         usage = _UsageCounter()
         reason: StopReason = "other"
-        async for sse in self._endpoint.post_sse(self.body(request)):
-            event = parse_json_event(self._endpoint, sse.data)
-            kind = event.get("type") or sse.event
-            if kind == "message_start":
-                usage.update((event.get("message") or {}).get("usage") or {})
-            elif kind == "content_block_start":
-                block = event.get("content_block") or {}
-                blocks[event.get("index", 0)] = _Block(
-                    block.get("type", ""), block.get("id", ""), block.get("name", "")
-                )
-            elif kind == "content_block_delta":
-                delta = event.get("delta") or {}
-                dtype = delta.get("type")
-                if dtype == "text_delta" and delta.get("text"):
-                    yield TextDelta(delta["text"])
-                elif dtype == "thinking_delta" and delta.get("thinking"):
-                    yield ReasoningDelta(delta["thinking"])
-                elif dtype == "input_json_delta":
-                    blocks.setdefault(event.get("index", 0), _Block("tool_use")).json.append(
-                        delta.get("partial_json") or ""
+        events = self._endpoint.post_sse(self.body(request), last=_is_stop)
+        async with closing(events):
+            async for sse in events:
+                event = parse_json_event(self._endpoint, sse.data)
+                kind = event.get("type") or sse.event
+                if kind == "message_start":
+                    usage.update((event.get("message") or {}).get("usage") or {})
+                elif kind == "content_block_start":
+                    block = event.get("content_block") or {}
+                    blocks[event.get("index", 0)] = _Block(
+                        block.get("type", ""), block.get("id", ""), block.get("name", "")
                     )
-            elif kind == "content_block_stop":
-                block = blocks.pop(event.get("index", 0), _Block(""))
-                if block.type == "tool_use":
-                    yield ToolCallReady(ToolCall(block.id, block.name, "".join(block.json) or "{}"))
-            elif kind == "message_delta":
-                stop = (event.get("delta") or {}).get("stop_reason")
-                if stop:
-                    reason = _STOP.get(stop, "other")
-                usage.update(event.get("usage") or {})
-            elif kind == "message_stop":
-                yield Finished(reason, usage.total())
-                return
-            elif kind == "error":
-                raise _stream_error(self._endpoint, event.get("error") or {})
+                elif kind == "content_block_delta":
+                    delta = event.get("delta") or {}
+                    dtype = delta.get("type")
+                    if dtype == "text_delta" and delta.get("text"):
+                        yield TextDelta(delta["text"])
+                    elif dtype == "thinking_delta" and delta.get("thinking"):
+                        yield ReasoningDelta(delta["thinking"])
+                    elif dtype == "input_json_delta":
+                        blocks.setdefault(event.get("index", 0), _Block("tool_use")).json.append(
+                            delta.get("partial_json") or ""
+                        )
+                elif kind == "content_block_stop":
+                    block = blocks.pop(event.get("index", 0), _Block(""))
+                    if block.type == "tool_use":
+                        yield ToolCallReady(
+                            ToolCall(block.id, block.name, "".join(block.json) or "{}")
+                        )
+                elif kind == "message_delta":
+                    stop = (event.get("delta") or {}).get("stop_reason")
+                    if stop:
+                        reason = _STOP.get(stop, "other")
+                    usage.update(event.get("usage") or {})
+                elif kind == "message_stop":
+                    yield Finished(reason, usage.total())
+                    return
+                elif kind == "error":
+                    raise _stream_error(self._endpoint, event.get("error") or {})
         raise ConnectionDropped("the stream ended before message_stop", provider=self.name)
 
     async def _complete(self, request: ChatRequest) -> StreamEvents:
@@ -168,6 +174,10 @@ class AnthropicProvider:
         usage = _UsageCounter()
         usage.update(answer.get("usage") or {})
         yield Finished(_STOP.get(answer.get("stop_reason") or "", "other"), usage.total())
+
+
+def _is_stop(event: SSEEvent) -> bool:
+    return event.event == "message_stop"
 
 
 def to_wire(

@@ -9,11 +9,13 @@ from typing import Any
 
 import httpx
 
+from acp_memory.llm.sse import SSEEvent
 from acp_memory.llm.transport import (
     ConnectionDropped,
     Endpoint,
     StreamEvents,
     StreamTimeouts,
+    closing,
     guard_output,
     parse_json_event,
 )
@@ -108,28 +110,30 @@ class OpenAIProvider:
         calls = _CallAssembler()
         reason: StopReason | None = None
         usage: Usage | None = None
-        async for sse in self._endpoint.post_sse(self.body(request)):
-            if sse.data.strip() == "[DONE]":
-                break
-            chunk = parse_json_event(self._endpoint, sse.data)
-            if chunk.get("error"):
-                raise _stream_error(self._endpoint, chunk["error"])
-            if chunk.get("usage"):
-                usage = _usage(chunk["usage"])
-            for choice in chunk.get("choices") or []:
-                delta = choice.get("delta") or {}
-                for event in _content_events(delta):
-                    yield event
-                calls.add(delta.get("tool_calls") or [])
-                if choice.get("finish_reason"):
-                    reason = _FINISH.get(choice["finish_reason"], "other")
-                    for call in calls.take():
-                        yield ToolCallReady(call)
-        else:
-            if reason is None:  # closed without [DONE] or a finish_reason: the answer is cut
-                raise ConnectionDropped(
-                    "the stream ended before the answer was complete", provider=self.name
-                )
+        events = self._endpoint.post_sse(self.body(request), last=_is_done)
+        async with closing(events):
+            async for sse in events:
+                if _is_done(sse):
+                    break
+                chunk = parse_json_event(self._endpoint, sse.data)
+                if chunk.get("error"):
+                    raise _stream_error(self._endpoint, chunk["error"])
+                if chunk.get("usage"):
+                    usage = _usage(chunk["usage"])
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    for event in _content_events(delta):
+                        yield event
+                    calls.add(delta.get("tool_calls") or [])
+                    if choice.get("finish_reason"):
+                        reason = _FINISH.get(choice["finish_reason"], "other")
+                        for call in calls.take():
+                            yield ToolCallReady(call)
+            else:
+                if reason is None:  # closed without [DONE] or a finish_reason: the answer is cut
+                    raise ConnectionDropped(
+                        "the stream ended before the answer was complete", provider=self.name
+                    )
         pending = calls.take()
         for call in pending:
             yield ToolCallReady(call)
@@ -168,6 +172,10 @@ def to_wire(message: Message) -> dict[str, Any]:
             for c in message.tool_calls
         ]
     return wire
+
+
+def _is_done(event: SSEEvent) -> bool:
+    return event.data.strip() == "[DONE]"
 
 
 def _content_events(delta: dict[str, Any]) -> list[StreamEvent]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, TypeVar
@@ -24,6 +24,8 @@ _RETRYABLE = frozenset({408, 409, 429})
 _MESSAGE_LIMIT = 500
 # How long closing a response may take while the caller is being cancelled.
 _CLOSE_GRACE_S = 1.0
+# How long to wait for the end of a body after the final event, to keep the connection.
+_DRAIN_S = 0.5
 
 
 class ConnectionDropped(LLMError):
@@ -70,8 +72,10 @@ class Endpoint:
         except ValueError:
             raise self.error(f"the answer is not JSON: {_clip(response.text)}") from None
 
-    async def post_sse(self, body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
-        """POST a JSON body and yield the answer's server-sent events."""
+    async def post_sse(
+        self, body: dict[str, Any], last: Callable[[SSEEvent], bool] = lambda _: False
+    ) -> AsyncGenerator[SSEEvent, None]:
+        """POST a JSON body and yield the answer's events, up to the one `last` recognises."""
         request = self.client.build_request(
             "POST", self.url, json=body, headers=self.headers, timeout=self.timeout_s
         )
@@ -86,7 +90,8 @@ class Endpoint:
             raise self.transport_error(exc) from None
         try:
             if response.status_code >= 400:
-                with anyio.move_on_after(self.timeouts.idle or first):
+                # A body cut short still leaves the status to report.
+                with anyio.move_on_after(self.timeouts.idle or first), suppress(httpx.HTTPError):
                     await response.aread()
                 raise self.status_error(response)
             lines = response.aiter_lines()
@@ -104,6 +109,13 @@ class Endpoint:
                 if event is None:
                     return
                 seen = True
+                if last(event):
+                    # Reading the body to its end lets the connection go back to the pool.
+                    with anyio.move_on_after(_DRAIN_S):
+                        async for _ in lines:
+                            pass
+                    yield event
+                    return
                 yield event
         finally:
             # Closing drops the connection at once when the stream was cut short.
@@ -118,7 +130,10 @@ class Endpoint:
         """The error for an HTTP error status, carrying the provider's own message."""
         status = response.status_code
         phrase = response.reason_phrase or _phrase(status)
-        detail = provider_message(response.content)
+        try:
+            detail = provider_message(response.content)
+        except httpx.ResponseNotRead:  # the body never arrived
+            detail = ""
         message = f"{phrase}: {detail}" if detail and detail != phrase else phrase or "error"
         return self.error(
             message,

@@ -1,4 +1,4 @@
-"""Text to search terms: words in any script, identifiers whole and by parts, stems for en and ru."""
+"""Text to search terms: words of any script, identifiers whole and by parts, en/ru stems."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def _cjk_grams(chunk: str) -> list[str]:
 
 @lru_cache(maxsize=200_000)
 def analyze(token: str) -> Analysis:
-    """Terms of one raw token; identifiers (snake_case, CamelCase, letters+digits) keep their whole."""
+    """Terms of one raw token; identifiers (snake_case, CamelCase, ...) keep their whole form."""
     parts = _parts(token)
     identifier = len(parts) > 1 and not _CJK.search(token)
     stems = tuple(dict.fromkeys(stem(_fold(p)) for p in parts if p))
@@ -97,14 +97,26 @@ def document_terms(text: str) -> tuple[str, str]:
     return "".join(exact), "".join(stems)
 
 
-def query_terms(query: str) -> tuple[list[str], list[str], list[str]]:
-    """(whole forms, stems, identifiers) of a query; stopwords dropped unless nothing else is left."""
-    analyses = [analyze(t) for t in tokens(query)]
+@dataclass(frozen=True)
+class Query:
+    """A query as term groups (one per word: its exact form or any of its stems) + identifiers."""
+
+    groups: list[list[str]]
+    identifiers: list[str]
+
+    @property
+    def terms(self) -> list[str]:
+        return _unique(t for group in self.groups for t in group)
+
+
+def parse_query(text: str) -> Query:
+    """Analyse a query; stopwords are dropped unless nothing else is left."""
+    analyses = [analyze(t) for t in tokens(text)]
     kept = [a for a in analyses if a.whole not in STOPWORDS] or analyses
-    wholes = _unique(a.whole for a in kept)
-    stems = _unique(s for a in kept for s in a.stems if s not in STOPWORDS or len(kept) == 1)
-    identifiers = _unique(a.whole for a in kept if a.identifier)
-    return wholes, stems, identifiers
+    groups: dict[str, list[str]] = {}
+    for a in kept:
+        groups.setdefault(a.whole, _unique([a.whole, *a.stems]))
+    return Query(list(groups.values()), _unique(a.whole for a in kept if a.identifier))
 
 
 def _unique(items: Iterable[str]) -> list[str]:

@@ -53,9 +53,12 @@ _SECRETISH_NAMES = (
     r"license[_-]?key|key|секрет|ключ"
 )
 
-_NAME_TAIL = r"[A-Za-z0-9_.-]*"
+# Only short suffixes after the secret word: DB_PASSWORD_2 is a secret, password_policy is not.
+_NAME_TAIL = r"(?:[_-]?(?:value|plain|raw|b64|base64|hex|[0-9]+))?"
 _ASSIGN = (
-    r"(?P<name>(?<![A-Za-z0-9])[A-Za-z0-9_.-]*?(?:{names}){tail})"
+    r"(?P<name>(?<![A-Za-z0-9])[A-Za-z0-9_.-]*?(?:{names}){tail}"
+    # "password for the staging db: ...", "пароль от почты: ..."
+    r"(?:\s+(?:for|to|of|at|on|от|для|к|на)(?:\s+[\w.@-]+){1,3}(?=\s*:))?)"
     r"(?P<sep>[\"']?\s*(?:=|:|=>|:=)\s*(?:[\"'`]?)(?:Bearer\s+|Basic\s+|Token\s+)?)"
     r"(?P<value>(?!\[REDACTED:)[^\s\"'`,;)}\]]+)"
 )
@@ -85,7 +88,8 @@ class Redaction:
             return ""
         kinds = ", ".join(f"{k} x{n}" for k, n in sorted(self.removed.items()))
         noun = "secret" if self.count == 1 else "secrets"
-        return f"Removed {self.count} {noun} before writing ({kinds}); each is now [REDACTED:<kind>]."
+        return (f"Removed {self.count} {noun} before writing ({kinds}); "
+                "each is now [REDACTED:<kind>].")
 
 
 def entropy(value: str) -> float:
@@ -97,7 +101,7 @@ def entropy(value: str) -> float:
 
 _CODE_OR_PATH = re.compile(
     r"^(?:[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+|.*\(.*|"  # attribute or call
-    r"(?:/|\./|\.\./|~/|[A-Za-z]+://).*|.*\.(?:pem|key|crt|json|ya?ml|txt|env|p12))$"
+    r"(?:~|\.{1,2})?/[A-Za-z0-9_./-]*|[A-Za-z]+://.*|.*\.(?:pem|key|crt|json|ya?ml|txt|env|p12))$"
 )
 
 
@@ -128,7 +132,8 @@ def _plausible_token(value: str) -> bool:
 
 
 def _assign(names: str) -> re.Pattern[str]:
-    return re.compile(_ASSIGN.replace("{names}", names).replace("{tail}", _NAME_TAIL), re.IGNORECASE)
+    pattern = _ASSIGN.replace("{names}", names).replace("{tail}", _NAME_TAIL)
+    return re.compile(pattern, re.IGNORECASE)
 
 
 _RULES: list[tuple[str, re.Pattern[str], Callable[[str], bool]]] = [
@@ -147,7 +152,7 @@ def redact(text: str) -> Redaction:
         def shape(m: re.Match[str], kind: str = kind) -> str:
             removed[kind] += 1
             if m.re.groups:  # keep the user name of user:password@host
-                start, end = m.span(1)
+                start = m.start(1)
                 return m.group(0)[: start - m.start()] + MARK.format(kind)
             return MARK.format(kind)
 

@@ -1,4 +1,4 @@
-"""The two note roots, `scope:rel/path` parsing, and the rules that keep every path inside its root."""
+"""The two note roots, `scope:rel/path` parsing, and the rules keeping paths inside their root."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def _check_plain(rel: str, shown: str) -> None:
         raise MemoryPathError(f"{shown!r} starts with a drive letter; paths are relative")
     for part in rel.split("/"):
         if part in (".", ".."):
-            raise MemoryPathError(f"{shown!r} contains a {part!r} segment; '..' and '.' are refused")
+            raise MemoryPathError(f"{shown!r} has a {part!r} segment; '..' and '.' are refused")
         if part.startswith("."):
             raise MemoryPathError(f"{shown!r} names a hidden entry ({part!r}); those are not notes")
         if len(part.encode("utf-8")) > 255:
@@ -121,7 +121,7 @@ class Roots:
 
     @classmethod
     def from_config(cls, cfg: Config, paths: Paths, cwd: Path | None = None) -> Roots:
-        """Global root from memory.dir or `<home>/memory`; project root from cwd (default paths.cwd)."""
+        """Global root: memory.dir or `<home>/memory`; project root: `<cwd or paths.cwd>/memory`."""
         configured = cfg.memory.dir.strip()
         global_root = Path(expand(configured)) if configured else paths.home / "memory"
         project_cwd = cwd if cwd is not None else paths.cwd
@@ -171,7 +171,7 @@ class Entry:
 
 
 def visible_entries(folder: Location) -> Iterator[Entry]:
-    """A folder's notes and subfolders; dot-entries, other files and escaping symlinks are skipped."""
+    """A folder's notes and subfolders; dot-entries, other files and escaping symlinks skipped."""
     real_root = folder.root.resolve()
     try:
         it = os.scandir(folder.path)

@@ -34,6 +34,9 @@ class ReadFile:
     def title(self, args: Mapping[str, Any]) -> str:
         return f"Read {args.get('path', '')}"
 
+    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
+        return [str(_inside(ctx, args["path"]))]
+
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         path = _inside(ctx, args["path"])
         try:
@@ -59,6 +62,9 @@ class ListDirectory:
 
     def title(self, args: Mapping[str, Any]) -> str:
         return f"List {args.get('path') or '.'}"
+
+    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
+        return [str(_inside(ctx, args.get("path") or "."))]
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         folder = _inside(ctx, args.get("path") or ".")

@@ -56,6 +56,17 @@ class ToolRegistry:
             return ToolResult(f"Error: {exc}", is_error=True)
 
 
+def tool_locations(tool: Tool, args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
+    """The absolute paths a call will touch, for the editor's tool-call row (optional hook)."""
+    hook = getattr(tool, "locations", None)
+    if hook is None:
+        return []
+    try:
+        return list(hook(args, ctx))
+    except Exception:  # locations are cosmetic; a bad path is the tool's error to report
+        return []
+
+
 def parse_arguments(raw: str) -> dict[str, Any] | ToolResult:
     """The arguments object, or a tool error saying why the text is not one."""
     try:

@@ -1,0 +1,85 @@
+"""Ranked search over the notes of one or both roots, with a snippet around the best matches."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from acp_memory.memory.analyze import parse_query
+from acp_memory.memory.index import TIERS, Candidate, index_for
+from acp_memory.memory.roots import Roots
+
+SNIPPET_CHARS = 1200
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: `scope:rel` path, relevance score and a snippet of the note."""
+
+    path: str
+    score: float
+    snippet: str
+
+    def as_json(self) -> dict[str, object]:
+        return {"path": self.path, "score": self.score, "snippet": self.snippet}
+
+
+def search_notes(
+    roots: Roots, cache_dir: Path, query: str, scopes: tuple[str, ...], limit: int
+) -> list[Hit]:
+    """At most `limit` notes of the given scopes, best first; exact identifier matches lead."""
+    parsed = parse_query(query)
+    terms = parsed.terms
+    if not terms:
+        return []
+    found: list[tuple[str, Path, Candidate]] = []
+    for scope in scopes:
+        root = roots.root_of(scope)
+        index = index_for(root, cache_dir)
+        index.refresh()
+        found.extend((scope, root, c) for c in index.candidates(parsed, limit))
+    found.sort(key=lambda x: (x[2].tier, -x[2].score, x[0], x[2].rel))
+    # Higher tiers rank first; lifting their scores keeps the shown order monotonic.
+    lift = max((c.score for _, _, c in found), default=0.0)
+    pattern = _highlight_pattern(terms)
+    hits: list[Hit] = []
+    for scope, root, cand in found:
+        if len(hits) >= limit:
+            break
+        try:
+            text = (root / cand.rel).read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            continue  # deleted since the index saw it
+        score = cand.score + (TIERS - 1 - cand.tier) * lift
+        hits.append(Hit(f"{scope}:{cand.rel}", round(score, 3), snippet(text, pattern)))
+    return hits
+
+
+def _highlight_pattern(terms: list[str]) -> re.Pattern[str]:
+    # Stems are word prefixes ("кошк" finds "кошками"); '_' in a term also matches '-'.
+    alternatives = sorted({re.escape(t).replace("_", "[_-]") for t in terms}, key=len, reverse=True)
+    return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")", re.IGNORECASE)
+
+
+def snippet(text: str, pattern: re.Pattern[str], limit: int = SNIPPET_CHARS) -> str:
+    """The stretch of text (at most `limit` characters) holding the most matches."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    width = limit - 2  # room for the two ellipses
+    positions = [m.start() for m in pattern.finditer(text)]
+    best_start, best_count = 0, 0
+    right = 0
+    for left, pos in enumerate(positions):
+        while right < len(positions) and positions[right] < pos + width:
+            right += 1
+        if right - left > best_count:
+            best_start, best_count = pos, right - left
+    start = max(0, best_start - 80)
+    line_start = text.rfind("\n", 0, best_start)
+    if line_start >= start:
+        start = line_start + 1  # begin at the line holding the first match, when it is near
+    start = min(start, len(text) - width)
+    body = text[start : start + width]
+    return ("…" if start > 0 else "") + body + ("…" if start + width < len(text) else "")

@@ -1,0 +1,226 @@
+"""The note store: list, read, mkdir, save, write and delete under the roots' rules, plus search.
+
+Every write is redacted, bounded, atomic (temp file, fsync, rename) and done under an exclusive
+flock on the root's lock file, which holds across threads and processes alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from acp_memory.atomic import write_atomic
+from acp_memory.config import Config, Paths
+from acp_memory.memory.naming import name_from_title
+from acp_memory.memory.redact import Redaction, redact
+from acp_memory.memory.roots import (
+    NOTE_SUFFIXES,
+    Entry,
+    Location,
+    MemoryPathError,
+    Roots,
+    is_note_name,
+    visible_entries,
+)
+from acp_memory.memory.search import Hit, search_notes
+
+LOCK_NAME = ".acp-memory.lock"  # a dot-file: invisible to every tool and never a note
+
+
+class NoteError(Exception):
+    """A refused memory operation; the message is written for a model or a user to read."""
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """What a write did: where, whether it replaced a note, its size and the secrets removed."""
+
+    path: str
+    updated: bool
+    size: int
+    previous_size: int | None
+    redaction: Redaction
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    path: str
+    was_folder: bool
+    notes_removed: int
+
+
+class MemoryStore:
+    """The notes of a global and a project root, with search backed by a cache-folder index."""
+
+    def __init__(self, roots: Roots, cache_dir: Path, max_note_bytes: int = 16 * 1024) -> None:
+        self.roots = roots
+        self.cache_dir = cache_dir
+        self.max_note_bytes = max_note_bytes
+
+    @classmethod
+    def from_config(cls, cfg: Config, paths: Paths, cwd: Path | None = None) -> MemoryStore:
+        """The store for a session: roots from config and cwd, the index under paths.cache_dir."""
+        return cls(Roots.from_config(cfg, paths, cwd), paths.cache_dir, cfg.memory.max_note_bytes)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def locate(self, path: str) -> Location:
+        try:
+            return self.roots.locate(path)
+        except MemoryPathError as exc:
+            raise NoteError(str(exc)) from None
+
+    def list_dir(self, path: str) -> tuple[Location, list[Entry]]:
+        """One level of a folder, folders first; a missing folder is an empty listing."""
+        loc = self.locate(path)
+        if loc.path.is_file():
+            raise NoteError(f"{loc.display} is a note, not a folder; read it instead")
+        entries = sorted(visible_entries(loc), key=lambda e: (not e.is_dir, e.loc.parts[-1]))
+        return loc, entries
+
+    def read(self, path: str) -> tuple[Location, str]:
+        """The whole text of a note."""
+        loc = self._note(path)
+        if loc.path.is_dir():
+            raise NoteError(f"{loc.display} is a folder; list it to see its notes")
+        try:
+            data = loc.path.read_bytes()
+        except FileNotFoundError:
+            msg = f"no note at {loc.display}; search or list to find the right path"
+            raise NoteError(msg) from None
+        except OSError as exc:
+            raise NoteError(f"cannot read {loc.display}: {exc.strerror}") from None
+        return loc, data.decode("utf-8", errors="replace")
+
+    def search(self, query: str, scope: str = "both", limit: int = 8) -> list[Hit]:
+        """Ranked notes for a query in global, project or both scopes."""
+        if scope == "both":
+            scopes = self.roots.scopes()
+        elif scope in self.roots.scopes():
+            scopes = (scope,)
+        else:
+            raise NoteError(f"unknown scope {scope!r}; use global, project or both")
+        if not query.strip():
+            raise NoteError("the query is empty; give a few words or an identifier")
+        return search_notes(self.roots, self.cache_dir, query, scopes, max(1, limit))
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def mkdir(self, path: str) -> tuple[Location, bool]:
+        """Create a folder (and its parents); False when it already existed."""
+        loc = self.locate(path)
+        if loc.is_root:
+            return loc, False
+        if loc.parts[-1].lower().endswith(NOTE_SUFFIXES):
+            raise NoteError(f"{loc.display} ends like a note; folder names cannot end .md/.txt")
+        with self._locked(loc):
+            self._ensure_inside(loc)
+            if loc.path.is_dir():
+                return loc, False
+            if loc.path.exists():
+                raise NoteError(f"{loc.display} exists and is a note, not a folder")
+            loc.path.mkdir(parents=True)
+        return loc, True
+
+    def save(
+        self, title: str, body: str, scope: str, relative_path: str | None = None
+    ) -> SaveResult:
+        """Save a note named from its title into relative_path (a folder, or itself a note path)."""
+        title_red = redact(title.strip())
+        if not title_red.text:
+            raise NoteError("the title is empty; give the note a short descriptive title")
+        rel = (relative_path or "").strip().strip("/")
+        if not is_note_name(rel.rsplit("/", 1)[-1]):
+            rel = f"{rel}/{name_from_title(title_red.text)}" if rel else name_from_title(
+                title_red.text
+            )
+        if scope not in ("global", "project"):
+            raise NoteError(f"unknown scope {scope!r}; save into global or project")
+        return self.write(f"{scope}:{rel}", body, extra=title_red)
+
+    def write(self, path: str, content: str, extra: Redaction | None = None) -> SaveResult:
+        """Write a note's whole content at path (created or replaced), after redaction."""
+        loc = self._note(path)
+        red = redact(content)
+        if extra is not None:
+            red.removed.update(extra.removed)
+        data = red.text.encode("utf-8")
+        if not red.text.strip():
+            raise NoteError("the note body is empty; to remove a note, delete it")
+        if len(data) > self.max_note_bytes:
+            after = " after redaction" if red.count else ""
+            raise NoteError(
+                f"the note body is {len(data)} bytes of UTF-8{after}, over the limit of "
+                f"{self.max_note_bytes} bytes; nothing was written. Split it into smaller notes "
+                f"or shorten it."
+            )
+        with self._locked(loc):
+            self._ensure_inside(loc)
+            if loc.path.is_dir():
+                raise NoteError(f"{loc.display} is a folder; choose a note path ending in .md")
+            try:
+                previous: int | None = loc.path.stat().st_size
+            except FileNotFoundError:
+                previous = None
+            write_atomic(loc.path, data)
+        return SaveResult(loc.display, previous is not None, len(data), previous, red)
+
+    def delete(self, path: str) -> DeleteResult:
+        """Delete a note, or a folder with everything under it; never a root."""
+        loc = self.locate(path)
+        if loc.is_root:
+            raise NoteError(f"{loc.scope}: is a root and is never deleted; delete what is inside")
+        with self._locked(loc):
+            self._ensure_inside(loc)
+            target = loc.path
+            if target.is_dir() and not target.is_symlink():
+                count = sum(1 for _ in _notes_under(target))
+                shutil.rmtree(target)
+                return DeleteResult(loc.display + "/", True, count)
+            if not target.exists() and not target.is_symlink():
+                raise NoteError(f"no note or folder at {loc.display}; nothing was deleted")
+            if not is_note_name(target.name):
+                raise NoteError(f"{loc.display} is not a note; only .md and .txt files are notes")
+            target.unlink()
+            return DeleteResult(loc.display, False, 1)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _note(self, path: str) -> Location:
+        loc = self.locate(path)
+        if not loc.is_note_path:
+            raise NoteError(
+                f"{loc.display or path} is not a note path; notes end in .md or .txt "
+                "(e.g. global:notes/todo.md)"
+            )
+        return loc
+
+    def _ensure_inside(self, loc: Location) -> None:
+        # Checked again under the lock: a symlink may have appeared since locate().
+        try:
+            self.roots.join(loc.scope, loc.rel)
+        except MemoryPathError as exc:
+            raise NoteError(str(exc)) from None
+
+    @contextlib.contextmanager
+    def _locked(self, loc: Location) -> Iterator[None]:
+        loc.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(loc.root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+def _notes_under(folder: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if is_note_name(name):
+                yield Path(dirpath) / name

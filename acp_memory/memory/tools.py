@@ -1,0 +1,219 @@
+"""The six memory tools (search, list, read, mkdir, save, delete) over a MemoryStore."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from acp_memory.config.models import MemoryConfig
+from acp_memory.memory.roots import Entry, MemoryPathError
+from acp_memory.memory.search import Hit
+from acp_memory.memory.store import MemoryStore, NoteError, SaveResult
+from acp_memory.tools.base import Tool, ToolContext, ToolKind, ToolResult
+
+_PATH = {"type": "string", "description": "scope:relative/path, e.g. global:notes/todo.md"}
+
+
+def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def _arg(args: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
+    value = args.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise NoteError(f"argument {name!r} must be a string" + (" (required)" if required else ""))
+    return value
+
+
+def _when(mtime: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(mtime))
+
+
+def format_listing(display: str, entries: list[Entry]) -> str:
+    """One line per folder or note, with size and modification time."""
+    head = display if display.endswith((":", "/")) else display + "/"
+    if not entries:
+        return f"{head} is empty (no notes or folders)."
+    lines = [f"{head} ({len(entries)} entries)"]
+    for e in entries:
+        if e.is_dir:
+            lines.append(f"  folder  {e.loc.display}/  modified {_when(e.mtime)}")
+        else:
+            lines.append(f"  note    {e.loc.display}  {e.size} bytes  modified {_when(e.mtime)}")
+    return "\n".join(lines)
+
+
+def format_hits(query: str, hits: list[Hit], where: str) -> str:
+    """Hits with path, score and snippet, or one clear line when nothing matched."""
+    if not hits:
+        return f"no matching notes for {query!r} in {where}."
+    parts = [f"{len(hits)} matching notes for {query!r} in {where} (best first):"]
+    for i, hit in enumerate(hits, 1):
+        parts.append(f"\n[{i}] {hit.path} (score {hit.score})\n{hit.snippet}")
+    return "\n".join(parts)
+
+
+def format_save(result: SaveResult) -> str:
+    """Says "updated" when a note was replaced, so an update is never taken for a new note."""
+    if result.updated:
+        line = (f"updated {result.path}: replaced the existing note "
+                f"({result.previous_size} bytes) with {result.size} bytes.")
+    else:
+        line = f"saved new note {result.path} ({result.size} bytes)."
+    summary = result.redaction.summary()
+    return f"{line}\n{summary}" if summary else line
+
+
+@dataclass
+class MemoryTool:
+    """One memory tool: schema and metadata, and a handler run on a worker thread."""
+
+    name: str
+    description: str
+    kind: ToolKind
+    parameters: Mapping[str, Any]
+    read_only: bool
+    handler: Callable[[Mapping[str, Any]], str]
+    title_arg: str
+
+    def title(self, args: Mapping[str, Any]) -> str:
+        verb = self.name.removeprefix("memory_").capitalize()
+        return f"Memory {verb} {args.get(self.title_arg, '')}".rstrip()
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            # Search may (re)build the index and every write waits on a file lock: keep the
+            # event loop free.
+            text = await anyio.to_thread.run_sync(self.handler, args)
+        except (NoteError, MemoryPathError) as exc:
+            return ToolResult(f"Error: {exc}", is_error=True)
+        except OSError as exc:
+            return ToolResult(f"Error: {self.name} failed: {exc.strerror or exc}", is_error=True)
+        return ToolResult(text)
+
+
+def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
+    """The six tools over one store; search, list and read are read-only (ask mode's set)."""
+    both = "global, project or both"
+
+    def search(args: Mapping[str, Any]) -> str:
+        query = _arg(args, "query") or ""
+        scope = _arg(args, "scope", required=False) or "both"
+        hits = store.search(query, scope, cfg.max_search_hits)
+        where = " and ".join(store.roots.scopes()) if scope == "both" else scope
+        return format_hits(query, hits, where)
+
+    def list_(args: Mapping[str, Any]) -> str:
+        path = _arg(args, "path", required=False)
+        if not path:
+            return "\n\n".join(
+                format_listing(f"{s}:", store.list_dir(f"{s}:")[1]) for s in store.roots.scopes()
+            )
+        loc, entries = store.list_dir(path)
+        return format_listing(loc.display, entries)
+
+    def read(args: Mapping[str, Any]) -> str:
+        loc, text = store.read(_arg(args, "path") or "")
+        return text if text.strip() else f"{loc.display} is an empty note."
+
+    def mkdir(args: Mapping[str, Any]) -> str:
+        loc, created = store.mkdir(_arg(args, "path") or "")
+        return f"created folder {loc.display}/" if created else f"folder {loc.display} exists"
+
+    def save(args: Mapping[str, Any]) -> str:
+        result = store.save(
+            _arg(args, "title") or "",
+            _arg(args, "body") or "",
+            _arg(args, "scope") or "",
+            _arg(args, "relative_path", required=False),
+        )
+        return format_save(result)
+
+    def delete(args: Mapping[str, Any]) -> str:
+        result = store.delete(_arg(args, "path") or "")
+        if result.was_folder:
+            return f"deleted folder {result.path} and the {result.notes_removed} notes under it."
+        return f"deleted note {result.path}."
+
+    return [
+        MemoryTool(
+            "memory_search",
+            "Search the long-term notes by relevance of path and body. Works in any language, "
+            "matches inflected word forms and identifiers (whole or by parts). Notes with an exact "
+            "identifier of the query come first, else notes holding every query word, else notes "
+            "holding any. Few words or one identifier work best. Returns at most "
+            f"{cfg.max_search_hits} hits with path, score and a snippet; open a hit with "
+            "memory_read.",
+            "search",
+            _schema(
+                {
+                    "query": {"type": "string", "description": "words or identifiers to find"},
+                    "scope": {"type": "string", "enum": ["global", "project", "both"],
+                              "description": f"{both} (default both)"},
+                },
+                ["query"],
+            ),
+            True, search, "query",
+        ),
+        MemoryTool(
+            "memory_list",
+            "List one folder of notes (one level): subfolders and notes with size and "
+            "modification time. Omit path to list both roots; a missing folder is empty.",
+            "read",
+            _schema({"path": {**_PATH, "description": "folder, e.g. global: or project:notes"}},
+                    []),
+            True, list_, "path",
+        ),
+        MemoryTool(
+            "memory_read",
+            "Read the whole text of one note (a .md or .txt file), e.g. global:preferences.md.",
+            "read",
+            _schema({"path": _PATH}, ["path"]),
+            True, read, "path",
+        ),
+        MemoryTool(
+            "memory_mkdir",
+            "Create a folder of notes (parents included), e.g. project:architecture.",
+            "edit",
+            _schema({"path": {**_PATH, "description": "folder, e.g. project:architecture"}},
+                    ["path"]),
+            False, mkdir, "path",
+        ),
+        MemoryTool(
+            "memory_save",
+            "Save a note. Without relative_path the file name comes from the title; with a "
+            "folder it lands there; with a path ending .md it is written at that path. Saving "
+            "onto an existing note replaces it (the result says \"updated\"). The body is at most "
+            f"{store.max_note_bytes} bytes of UTF-8; secrets are replaced by [REDACTED:<kind>].",
+            "edit",
+            _schema(
+                {
+                    "title": {"type": "string", "description": "short descriptive title"},
+                    "body": {"type": "string", "description": "the whole note, markdown"},
+                    "scope": {"type": "string", "enum": ["global", "project"]},
+                    "relative_path": {"type": "string",
+                                      "description": "optional folder or notes/file.md"},
+                },
+                ["title", "body", "scope"],
+            ),
+            False, save, "title",
+        ),
+        MemoryTool(
+            "memory_delete",
+            "Delete a note, or a folder with everything under it. A root is never deleted.",
+            "delete",
+            _schema({"path": _PATH}, ["path"]),
+            False, delete, "path",
+        ),
+    ]

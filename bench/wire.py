@@ -1,0 +1,132 @@
+"""Wire figures for acp-memory beside a minimal echo agent on the official ACP Python SDK.
+
+Both agents run as real subprocesses on stdio and are measured in the same run by the same
+raw client (reading lines, not parsing models, so the client is never the bottleneck):
+  - cold start: process spawn to the initialize answer, median of 10;
+  - streaming: session/update throughput while one prompt streams 20,000 chunks.
+acp-memory streams what a model sends: here an instant fake OpenAI-compatible server on
+loopback (real HTTP, real SSE), so its figure includes parsing the model's stream too.
+
+    python bench/wire.py [--runs 10] [--chunks 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fakes.openai_server import FakeOpenAI  # noqa: E402
+from fakes.script import text  # noqa: E402
+
+
+async def _spawn(cmd: list[str], env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, env=env, limit=64 * 1024 * 1024,
+    )
+
+
+async def _send(proc: asyncio.subprocess.Process, msg_id: int, method: str, params: dict) -> None:
+    assert proc.stdin
+    line = {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
+    proc.stdin.write(json.dumps(line).encode() + b"\n")
+    await proc.stdin.drain()
+
+
+async def _answer(proc: asyncio.subprocess.Process, msg_id: int) -> tuple[dict, int]:
+    """Read until the answer to msg_id; returns it and the number of updates seen on the way."""
+    assert proc.stdout
+    updates = 0
+    while True:
+        line = await proc.stdout.readline()
+        if not line:
+            raise RuntimeError("agent closed its output")
+        if b'"session/update"' in line:
+            updates += 1
+            continue
+        msg = json.loads(line)
+        if msg.get("id") == msg_id:
+            return msg, updates
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    assert proc.stdin
+    proc.stdin.close()
+    await asyncio.wait_for(proc.wait(), 30)
+
+
+async def cold_start(cmd: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    proc = await _spawn(cmd, env)
+    await _send(proc, 1, "initialize", {"protocolVersion": 1})
+    await _answer(proc, 1)
+    elapsed = time.perf_counter() - started
+    await _stop(proc)
+    return elapsed
+
+
+async def streaming(cmd: list[str], env: dict[str, str], cwd: str, prompt: str, n: int) -> float:
+    proc = await _spawn(cmd, env)
+    await _send(proc, 1, "initialize", {"protocolVersion": 1})
+    await _answer(proc, 1)
+    await _send(proc, 2, "session/new", {"cwd": cwd, "mcpServers": []})
+    sid = (await _answer(proc, 2))[0]["result"]["sessionId"]
+    started = time.perf_counter()
+    await _send(proc, 3, "session/prompt",
+                {"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]})
+    answer, updates = await _answer(proc, 3)
+    elapsed = time.perf_counter() - started
+    await _stop(proc)
+    assert answer["result"]["stopReason"] == "end_turn", answer
+    assert updates >= n, f"expected {n} updates, saw {updates}"
+    return updates / elapsed
+
+
+async def main(runs: int, chunks: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        home.mkdir()
+        env = {**os.environ, "ACP_MEMORY_HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1"}
+        ours = [sys.executable, "-m", "acp_memory", "--log-level", "error"]
+        echo = [sys.executable, str(ROOT / "bench" / "echo_agent.py")]
+
+        ours_cold = [await cold_start(ours, env) for _ in range(runs)]
+        echo_cold = [await cold_start(echo, env) for _ in range(runs)]
+
+        words = " ".join(f"w{i}" for i in range(chunks))
+        async with FakeOpenAI(default=text(words, chunks=chunks)) as server:
+            (home / "config.yaml").write_text(
+                "providers: [{name: fake, type: openai, api_base: '%s', api_key: k}]\n"
+                "models: [{model: fake/bench}]\nagent: {model: fake/bench}\n"
+                "memory: {enable: false}\n" % server.base_url
+            )
+            ours_rate = await streaming(ours, env, tmp, "stream please", chunks)
+        echo_rate = await streaming(echo, env, tmp, str(chunks), chunks)
+
+    cold_o, cold_e = statistics.median(ours_cold), statistics.median(echo_cold)
+    print(f"cold start to initialize answer (median of {runs}):")
+    print(f"  acp-memory      {cold_o * 1000:8.1f} ms")
+    print(f"  SDK echo agent  {cold_e * 1000:8.1f} ms")
+    print(f"  ratio acp-memory / echo: {cold_o / cold_e:.2f}x (lower is better)")
+    print(f"session/update throughput streaming {chunks:,} chunks:")
+    print(f"  acp-memory      {ours_rate:10,.0f} updates/s (model stream parsed from SSE)")
+    print(f"  SDK echo agent  {echo_rate:10,.0f} updates/s (no model)")
+    print(f"  ratio acp-memory / echo: {ours_rate / echo_rate:.2f}x (higher is better)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--chunks", type=int, default=20_000)
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.chunks))

@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from acp import RequestError, text_block
+from acp.schema import McpServerStdio
+from harness import in_process_agent
+
+from acp_memory.sessions.store import SessionStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_new_session_writes_a_bundle_with_the_design_fields(cfg, paths):
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        server = McpServerStdio(name="files", command="/usr/bin/mcp-files", args=["--ro"], env=[])
+        resp = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[server])
+    sid = resp.session_id
+    assert sid.startswith("sess_") and len(sid) == 29
+    int(sid[5:], 16)
+    record = json.loads((paths.sessions_dir / sid / "session.json").read_text())
+    assert record["id"] == sid and record["cwd"] == str(paths.cwd)
+    assert record["mode"] == "agent" and record["selectedModelId"] == "offline/default"
+    assert record["version"] == 1 and "updatedAt" in record and record["agentMemory"] == ""
+    assert record["mcpServers"][0]["command"] == "/usr/bin/mcp-files"
+    messages = json.loads((paths.sessions_dir / sid / "messages.json").read_text())
+    assert messages == {"version": 1, "messages": []}
+
+
+async def test_prompt_records_user_message_and_reply_in_the_transcript(cfg, paths):
+    async with in_process_agent(cfg, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+        resp = await ed.conn.prompt(session_id=sid, prompt=[text_block("the sky is green")])
+        assert resp.stop_reason == "end_turn"
+        streamed = ed.client.text(sid)
+    assert "offline model" in streamed and "the sky is green" in streamed
+    stored = json.loads((paths.sessions_dir / sid / "messages.json").read_text())["messages"]
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[0]["content"] == "the sky is green"
+    assert stored[1]["content"] == streamed
+    title = json.loads((paths.sessions_dir / sid / "session.json").read_text())["title"]
+    assert title == "the sky is green"
+
+
+async def test_embedded_text_resources_and_links_reach_the_model(cfg, paths):
+    async with in_process_agent(cfg, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+        await ed.conn.prompt(
+            session_id=sid,
+            prompt=[
+                text_block("look at"),
+                {"type": "resource_link", "uri": "file:///a.py", "name": "a.py"},
+                {"type": "resource", "resource": {"uri": "file:///b.py", "text": "print(1)"}},
+            ],
+        )
+    stored = json.loads((paths.sessions_dir / sid / "messages.json").read_text())["messages"]
+    assert "file:///a.py" in stored[0]["content"] and "print(1)" in stored[0]["content"]
+
+
+async def test_an_image_prompt_is_refused_clearly(cfg, paths):
+    async with in_process_agent(cfg, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+        with pytest.raises(RequestError) as err:
+            await ed.conn.prompt(
+                session_id=sid, prompt=[{"type": "image", "data": "AAAA", "mimeType": "image/png"}]
+            )
+    assert err.value.code == -32602 and "image" in str(err.value)
+
+
+async def test_load_replays_the_whole_transcript_before_answering(cfg, paths):
+    async with in_process_agent(cfg, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+        await ed.conn.prompt(session_id=sid, prompt=[text_block("first")])
+        await ed.conn.prompt(session_id=sid, prompt=[text_block("second")])
+    async with in_process_agent(cfg, paths) as ed:  # a fresh agent: only the disk knows
+        await ed.conn.initialize(protocol_version=1)
+        resp = await ed.conn.load_session(session_id=sid, cwd=str(paths.cwd), mcp_servers=[])
+        kinds = ed.client.kinds(sid)
+        users = ed.client.text(sid, "user_message_chunk")
+    assert kinds == [
+        "user_message_chunk", "agent_message_chunk", "user_message_chunk", "agent_message_chunk"
+    ]
+    assert users == "firstsecond"
+    assert resp.modes.current_mode_id == "agent"
+    # The answer came after every replayed update.
+    load_id = next(i for i, m in ed.checker.client_requests.items() if m == "session/load")
+    answer_at = next(
+        i for i, m in enumerate(ed.checker.sent) if m.get("id") == load_id and "result" in m
+    )
+    updates_at = [i for i, m in enumerate(ed.checker.sent) if m.get("method") == "session/update"]
+    assert max(updates_at) < answer_at
+
+
+async def test_a_loaded_session_continues_its_conversation(cfg, paths):
+    async with in_process_agent(cfg, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+        await ed.conn.prompt(session_id=sid, prompt=[text_block("remember kiwi")])
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        await ed.conn.load_session(session_id=sid, cwd=str(paths.cwd), mcp_servers=[])
+        ed.client.updates.clear()
+        await ed.conn.prompt(session_id=sid, prompt=[text_block("what did I say?")])
+        assert 'previous message was: "remember kiwi"' in ed.client.text(sid)
+
+
+@pytest.mark.parametrize("broken", ["session.json", "messages.json"])
+async def test_a_corrupt_bundle_fails_to_load_naming_the_file_and_is_left_untouched(
+    cfg, paths, broken
+):
+    async with in_process_agent(cfg, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+    target = paths.sessions_dir / sid / broken
+    target.write_bytes(b'{"version": 1, "messages": [tru')
+    before = (target.read_bytes(), os.stat(target).st_mtime_ns)
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        with pytest.raises(RequestError) as err:
+            await ed.conn.load_session(session_id=sid, cwd=str(paths.cwd), mcp_servers=[])
+        with pytest.raises(RequestError):
+            await ed.conn.prompt(session_id=sid, prompt=[text_block("hi")])
+    assert broken in str(err.value)
+    assert (target.read_bytes(), os.stat(target).st_mtime_ns) == before
+
+
+async def test_list_filters_by_cwd_pages_with_a_cursor_and_hides_children(cfg, paths, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    store = SessionStore(paths.sessions_dir)
+    mine = [store.create(cwd=str(paths.cwd), model_id="offline/default") for _ in range(57)]
+    store.create(cwd=str(other), model_id="offline/default")
+    store.create(cwd=str(paths.cwd), model_id="offline/default", parent=mine[0],
+                 subagent_name="memory", subagent_task_id="bg_1", subagent_depth=1)
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        first = await ed.conn.list_sessions(cwd=str(paths.cwd))
+        assert first.next_cursor
+        second = await ed.conn.list_sessions(cwd=str(paths.cwd), cursor=first.next_cursor)
+        everything = await ed.conn.list_sessions()
+        with pytest.raises(RequestError):
+            await ed.conn.list_sessions(cursor="bogus!")
+    listed = [s.session_id for s in first.sessions + second.sessions]
+    assert sorted(listed) == sorted(s.id for s in mine)
+    assert second.next_cursor is None
+    assert len(everything.sessions) == 50 and everything.next_cursor
+    assert all(s.cwd == str(paths.cwd) for s in first.sessions + second.sessions)
+
+
+async def test_a_child_bundle_nests_under_the_parents_subagents_folder(paths):
+    store = SessionStore(paths.sessions_dir)
+    parent = store.create(cwd=str(paths.cwd), model_id="offline/default")
+    child = store.create(cwd=str(paths.cwd), model_id="offline/default", parent=parent,
+                         subagent_name="memory", subagent_task_id="bg_3", subagent_depth=1)
+    record = json.loads((paths.sessions_dir / parent.id / "subagents" / child.id / "session.json")
+                        .read_text())
+    assert record["subagentRun"] is True and record["parentSessionId"] == parent.id
+    assert record["subagentName"] == "memory" and record["subagentTaskId"] == "bg_3"
+    assert record["subagentDepth"] == 1

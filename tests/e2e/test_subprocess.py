@@ -1,0 +1,132 @@
+"""A real `python -m acp_memory` process, driven by the official ACP client over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from acp import text_block
+from harness import subprocess_agent
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+
+async def test_an_editor_session_over_stdio_survives_the_process(tmp_path):
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    async with subprocess_agent(home) as ed:
+        sid = await ed.start_session(project)
+        resp = await ed.conn.prompt(session_id=sid, prompt=[text_block("ping over stdio")])
+        assert resp.stop_reason == "end_turn"
+        assert "ping over stdio" in ed.client.text(sid)
+    async with subprocess_agent(home) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        await ed.conn.load_session(session_id=sid, cwd=str(project), mcp_servers=[])
+        assert ed.client.text(sid, "user_message_chunk") == "ping over stdio"
+        assert "offline model" in ed.client.text(sid)
+
+
+def _run_raw(tmp_path, payload: bytes, *args: str, timeout: float = 30):
+    env = {**os.environ, "ACP_MEMORY_HOME": str(tmp_path / "home")}
+    return subprocess.run(
+        [sys.executable, "-m", "acp_memory", *args], input=payload, capture_output=True,
+        env=env, timeout=timeout, cwd=tmp_path,
+    )
+
+
+def test_only_protocol_messages_reach_stdout_even_when_code_prints(tmp_path):
+    # A sitecustomize-free way to make handler code print: a prompt template that the
+    # engine reads is plain text, so instead we patch print into the offline provider.
+    script = (
+        "import builtins, sys, runpy\n"
+        "import acp_memory.llm.offline as off\n"
+        "orig = off.compose_reply\n"
+        "def noisy(msgs):\n"
+        "    print('STRAY PRINT FROM A HANDLER')\n"
+        "    import os; os.write(1, b'STRAY FD1 WRITE\\n')\n"
+        "    return orig(msgs)\n"
+        "off.compose_reply = noisy\n"
+        "sys.argv = ['acp-memory', 'acp']\n"
+        "runpy.run_module('acp_memory', run_name='__main__')\n"
+    )
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 2, "method": "session/new",
+         "params": {"cwd": str(tmp_path), "mcpServers": []}},
+    ]
+    env = {**os.environ, "ACP_MEMORY_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdin and proc.stdout
+    for msg in lines:
+        proc.stdin.write(json.dumps(msg).encode() + b"\n")
+    proc.stdin.flush()
+    out = [json.loads(proc.stdout.readline()) for _ in range(2)]
+    sid = out[1]["result"]["sessionId"]
+    prompt = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+              "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}}
+    stdout, stderr = proc.communicate(json.dumps(prompt).encode() + b"\n", timeout=30)
+    for line in stdout.splitlines():
+        json.loads(line)  # every line is JSON-RPC
+    assert b"STRAY" not in stdout
+    assert b"STRAY PRINT FROM A HANDLER" in stderr and b"STRAY FD1 WRITE" in stderr
+    assert proc.returncode == 0
+
+
+def test_closing_stdin_mid_turn_cancels_it_and_exits_zero(tmp_path):
+    # A prompt that is still streaming when the input ends: the process must not hang.
+    big = "w " * 200_000  # the offline model streams this back word by word
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+    ]
+    env = {**os.environ, "ACP_MEMORY_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen([sys.executable, "-m", "acp_memory"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdin and proc.stdout
+    proc.stdin.write(json.dumps(lines[0]).encode() + b"\n")
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                                 "params": {"cwd": str(tmp_path), "mcpServers": []}}).encode() + b"\n")
+    proc.stdin.flush()
+    proc.stdout.readline()
+    sid = json.loads(proc.stdout.readline())["result"]["sessionId"]
+    prompt = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+              "params": {"sessionId": sid, "prompt": [{"type": "text", "text": big}]}}
+    proc.stdin.write(json.dumps(prompt).encode() + b"\n")
+    proc.stdin.flush()
+    first_update = json.loads(proc.stdout.readline())  # the turn is under way
+    assert first_update["method"] == "session/update"
+    started = time.monotonic()
+    proc.stdin.close()
+    stdout = proc.stdout.read()
+    assert proc.wait(timeout=15) == 0
+    assert time.monotonic() - started < 15
+    answers = [json.loads(line) for line in stdout.splitlines()]
+    final = [m for m in answers if m.get("id") == 3]
+    assert final and final[0]["result"]["stopReason"] == "cancelled"
+    stored = json.loads((tmp_path / "home" / "sessions" / sid / "messages.json").read_text())
+    assert stored["messages"][0]["role"] == "user"
+
+
+def test_memory_stays_bounded_under_an_oversized_line(tmp_path):
+    payload = b"q" * (200 * 1024 * 1024) + b"\n"
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": {"protocolVersion": 1}}).encode() + b"\n"
+    script = (
+        # VmHWM is this process's own peak; ru_maxrss would include the parent's at fork.
+        "import sys, runpy, atexit, re\n"
+        "atexit.register(lambda: sys.stderr.write('PEAK_KB=%s\\n' % re.search("
+        "r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)))\n"
+        "sys.argv = ['acp-memory']\n"
+        "runpy.run_module('acp_memory', run_name='__main__')\n"
+    )
+    env = {**os.environ, "ACP_MEMORY_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-c", script], input=payload + init,
+                          capture_output=True, env=env, timeout=120)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answers[0]["error"]["code"] == -32600 and answers[1]["id"] == 1
+    peak_kb = int(done.stderr.split(b"PEAK_KB=")[1].split()[0])
+    assert peak_kb < 150 * 1024, f"peak RSS {peak_kb} KB for a 200 MB line"

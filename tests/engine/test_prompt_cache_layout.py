@@ -1,0 +1,179 @@
+"""The request layout that keeps a provider's prompt cache warm, asserted on what the fake
+model server received: a stable system message, a history that only grows, and a fresh
+<turn_context> tail that is never stored."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from fakes.openai_server import FakeOpenAI
+from fakes.script import call, text, tool_calls
+from turnkit import (
+    HoldTool,
+    TickingClock,
+    assert_prefix_stable,
+    check_turn_context,
+    fake_config,
+    is_turn_context,
+    prompt,
+    stored_messages,
+    turn_agent,
+    wire_messages,
+)
+
+pytestmark = pytest.mark.anyio
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "prompts"
+
+
+def _workspace(cwd: Path) -> None:
+    (cwd / "notes.txt").write_text("hello from notes\n")
+    (cwd / "src").mkdir()
+    (cwd / "src" / "main.py").write_text("print('hi')\n")
+
+
+async def test_a_three_turn_session_with_tools_only_ever_appends_to_its_prompt(paths):
+    _workspace(paths.cwd)
+    async with FakeOpenAI() as server:
+        server.script(
+            # turn 1: one tool call with its arguments split over chunks, then the answer
+            tool_calls(call("list_directory", {"path": "."}, id="c1", chunks=3), text="Looking."),
+            text("There is notes.txt and src/.", chunks=3),
+            # turn 2: two calls in one message
+            tool_calls(
+                call("read_file", {"path": "notes.txt"}, id="c2"),
+                call("list_directory", {"path": "src"}, id="c3"),
+            ),
+            text("notes.txt says hello; src has main.py.", reasoning="Both read."),
+            # turn 3: a plain answer
+            text("Goodbye.", chunks=2),
+        )
+        cfg = fake_config(server.base_url)
+        async with turn_agent(cfg, paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            for question in ("What is here?", "What do they say?", "Thanks!"):
+                assert await prompt(ed, sid, question) == "end_turn"
+        requests = server.requests
+
+    assert len(requests) == 5 and server.unused == 0
+    assert_prefix_stable(requests)
+    # The system message and the tool definitions, the head of every cached prefix, never move.
+    assert len({wire_messages(r)[0] for r in requests}) == 1
+    assert requests[0].messages[0]["role"] == "system"
+    assert len({json.dumps(r.json["tools"]) for r in requests}) == 1
+    # Each turn's user message sits right where the previous request had its turn context.
+    users = [m["content"] for m in requests[4].messages if m["role"] == "user"][:-1]
+    assert users == ["What is here?", "What do they say?", "Thanks!"]
+    # The tool results of turn 2 travel in order, matched to their calls.
+    tool_results = [m for m in requests[3].messages if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_results] == ["c1", "c2", "c3"]
+    assert tool_results[1]["content"] == "hello from notes\n"
+
+
+async def test_the_turn_context_is_the_fresh_last_user_message_of_every_step_and_never_stored(
+    paths,
+):
+    _workspace(paths.cwd)
+    async with FakeOpenAI() as server:
+        server.script(
+            tool_calls(call("read_file", {"path": "notes.txt"})),
+            tool_calls(call("list_directory", {})),
+            text("Done."),
+            text("Again."),
+        )
+        cfg = fake_config(server.base_url)
+        async with turn_agent(cfg, paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "Look around.") == "end_turn"
+            assert await prompt(ed, sid, "Once more.") == "end_turn"
+        requests = server.requests
+
+    contexts = []
+    for n, request in enumerate(requests, start=1):
+        last = request.messages[-1]
+        assert last["role"] == "user"
+        check_turn_context(last["content"])
+        # Rebuilt at each step: the engine's clock was asked once per request.
+        assert TickingClock.stamp(n) in last["content"]
+        contexts.append(last["content"])
+        # Never carried into history: no earlier message of any request is a turn context.
+        assert not any(is_turn_context(m) for m in request.messages[:-1])
+    assert len(set(contexts)) == len(requests) == 4
+    stored = stored_messages(paths, sid)
+    assert not any(is_turn_context(m) for m in stored)
+    assert [m["role"] for m in stored] == [
+        "user", "assistant", "tool", "assistant", "tool", "assistant", "user", "assistant",
+    ]
+    session_json = (paths.sessions_dir / sid / "session.json").read_text()
+    assert "<turn_context>" not in session_json
+
+
+async def test_switching_mode_changes_the_system_prompt_and_the_offered_tools(paths):
+    async with FakeOpenAI(default=text("ok")) as server:
+        cfg = fake_config(server.base_url)
+        async with turn_agent(cfg, paths, HoldTool()) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            await prompt(ed, sid, "in agent mode")
+            await prompt(ed, sid, "still agent")
+            for mode in ("plan", "ask"):
+                await ed.conn.set_session_mode(session_id=sid, mode_id=mode)
+                await prompt(ed, sid, f"in {mode} mode")
+        requests = server.requests
+
+    systems = [r.messages[0]["content"] for r in requests]
+    assert systems[0] == systems[1], "the system prompt moved without a mode switch"
+    assert len(set(systems)) == 3
+    assert "a coding agent" in systems[1]
+    assert "in plan mode" in systems[2] and "in ask mode" in systems[3]
+    tools = [sorted(t["function"]["name"] for t in r.json["tools"]) for r in requests]
+    assert tools[0] == tools[1] == ["hold", "list_directory", "read_file"]
+    # Plan and ask are read-only: the workspace-changing tool is not even offered.
+    assert tools[2] == tools[3] == ["list_directory", "read_file"]
+    # The conversation after the system message is still the same, only appended to.
+    histories = [wire_messages(r)[1:-1] for r in requests]
+    for before, after in pairwise(histories):
+        assert after[: len(before)] == before
+
+
+async def test_editing_a_template_under_prompts_dir_changes_the_next_system_prompt(
+    paths, tmp_path
+):
+    override = tmp_path / "prompts"
+    override.mkdir()
+    template = override / "agent.md"
+    template.write_text("Custom v1 for {{cwd}}.\nTools:\n{{tools}}\nNotes: {{memory}}\n")
+    async with FakeOpenAI() as server:
+        server.script(tool_calls(call("list_directory", {})), text("one"), text("two"))
+        cfg = fake_config(server.base_url, prompts_dir=str(override))
+        async with turn_agent(cfg, paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            await prompt(ed, sid, "first")
+            template.write_text(template.read_text().replace("v1", "v2"))
+            await prompt(ed, sid, "second")
+        requests = server.requests
+
+    systems = [r.messages[0]["content"] for r in requests]
+    assert systems[0] == systems[1] == f"Custom v1 for {paths.cwd}.\nTools:\n" + (
+        "- read_file: Read a UTF-8 text file under the working directory.\n"
+        "- list_directory: List one folder under the working directory "
+        "(names, with / after folders).\nNotes: (none yet)\n"
+    )
+    assert systems[2] == systems[0].replace("v1", "v2")
+    # The built-in plan template is still used for modes the override folder lacks.
+    assert (TEMPLATES / "plan.md").is_file()
+
+
+async def test_session_notes_fill_the_memory_slot_of_the_system_prompt(paths):
+    async with FakeOpenAI(default=text("ok")) as server:
+        cfg = fake_config(server.base_url)
+        async with turn_agent(cfg, paths) as (ed, agent):
+            sid = await ed.start_session(paths.cwd)
+            agent.session(sid).record.agent_memory = "The user prefers tabs."
+            await prompt(ed, sid, "hi")
+    system = server.requests[0].messages[0]["content"]
+    assert "The user prefers tabs." in system
+    # Nothing that changes per step (the clock) is rendered into the cached head.
+    assert "## Current time" not in system and TickingClock.stamp(1) not in system

@@ -1,0 +1,144 @@
+"""What a fake model server answers: replies described once, rendered by each fake's dialect.
+
+Build replies with the functions below and queue them with `server.script(...)`:
+
+    text("Hello there", chunks=3, reasoning="Let me think")   # streamed in 3 pieces
+    tool_calls(call("read", {"path": "a.md"}, chunks=4), call("ls", {}), text="Looking.")
+    text("too long", finish="length")                          # a max-tokens stop
+    error(429, "slow down", retry_after=2)                     # before any output
+    error(402, "subscription expired")
+    error(529, "Overloaded", in_stream=True)                   # 200, then an error event
+    text("Hel", chunks=2).then_error(500, "boom")              # some output, then an error event
+    text("Hello world", chunks=4).broken_after(2)              # 2 pieces, then the socket closes
+    text("Hello", chunks=2).stalled_after(1, release=event)    # 1 piece, wait for event, go on
+    stall()                                                    # headers only, then silence forever
+    stall(before_headers=True)                                 # not even the headers
+    dropped()                                                  # read the request, close, no answer
+
+Counting for broken_after/stalled_after is in output pieces (reasoning, text, tool-call chunks),
+the same for both dialects; 0 means before the first byte of the body. A request with
+"stream": false gets the same reply as one JSON answer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+
+
+@dataclass(frozen=True)
+class Call:
+    """One scripted tool call; arguments go out split in `chunks` pieces."""
+
+    name: str
+    arguments: str
+    id: str | None = None
+    chunks: int = 1
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer, or one scripted fault."""
+
+    text: str = ""
+    chunks: int = 1
+    reasoning: str = ""
+    calls: tuple[Call, ...] = ()
+    finish: str | None = None  # "stop" | "length" | "tool_calls"; default from calls
+    usage: tuple[int, int] = (12, 7)  # (input, output) tokens
+    status: int = 200
+    message: str = ""  # the error message of an error reply
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None  # an error body to send verbatim instead of the dialect's
+    stream_error: int | None = None  # the status of an error event sent inside a 200 stream
+    break_after: int | None = None
+    stall_after: int | None = None
+    release: anyio.Event | None = None  # ends a stall; None stalls until the client goes
+    stall_before_headers: bool = False
+    drop: bool = False
+
+    @property
+    def finish_reason(self) -> str:
+        return self.finish or ("tool_calls" if self.calls else "stop")
+
+    def then_error(self, status: int, message: str) -> Reply:
+        """This reply's output followed by an error event inside the stream."""
+        return replace(self, stream_error=status, message=message)
+
+    def broken_after(self, pieces: int) -> Reply:
+        """This reply cut off (connection closed) after that many output pieces."""
+        return replace(self, break_after=pieces)
+
+    def stalled_after(self, pieces: int, release: anyio.Event | None = None) -> Reply:
+        """This reply pausing after that many output pieces until release is set."""
+        return replace(self, stall_after=pieces, release=release)
+
+
+def text(
+    content: str,
+    *,
+    chunks: int = 1,
+    reasoning: str = "",
+    finish: str | None = None,
+    usage: tuple[int, int] = (12, 7),
+) -> Reply:
+    """A plain answer streamed in `chunks` pieces (reasoning, if any, comes first)."""
+    return Reply(text=content, chunks=chunks, reasoning=reasoning, finish=finish, usage=usage)
+
+
+def call(
+    name: str, arguments: dict[str, Any] | str, *, id: str | None = None, chunks: int = 1
+) -> Call:
+    """A tool call; a dict is sent as its JSON text."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return Call(name, args, id, chunks)
+
+
+def tool_calls(*calls: Call, text: str = "", reasoning: str = "") -> Reply:
+    """An answer that calls tools (several calls in one message are fine)."""
+    return Reply(text=text, reasoning=reasoning, calls=calls)
+
+
+def error(
+    status: int,
+    message: str = "scripted error",
+    *,
+    retry_after: float | str | None = None,
+    headers: dict[str, str] | None = None,
+    body: Any = None,
+    in_stream: bool = False,
+) -> Reply:
+    """An HTTP error before any output, or with in_stream=True an error event inside a 200."""
+    all_headers = dict(headers or {})
+    if retry_after is not None:
+        all_headers["Retry-After"] = str(retry_after)
+    if in_stream:
+        return Reply(stream_error=status, message=message, headers=all_headers)
+    return Reply(status=status, message=message, headers=all_headers, body=body)
+
+
+def stall(release: anyio.Event | None = None, *, before_headers: bool = False) -> Reply:
+    """Silence: after the headers (or before them) until release is set or the client leaves."""
+    return Reply(text="late", stall_after=0, release=release, stall_before_headers=before_headers)
+
+
+def dropped() -> Reply:
+    """The connection closes after the request, with no answer (a stale keep-alive socket)."""
+    return Reply(drop=True)
+
+
+def split(content: str, pieces: int) -> list[str]:
+    """content in `pieces` nearly equal parts (fewer when it is shorter)."""
+    if not content:
+        return []
+    pieces = max(1, min(pieces, len(content)))
+    size, extra = divmod(len(content), pieces)
+    parts, start = [], 0
+    for i in range(pieces):
+        end = start + size + (1 if i < extra else 0)
+        parts.append(content[start:end])
+        start = end
+    return parts

@@ -1,0 +1,77 @@
+"""Secrets are replaced by [REDACTED:<kind>] before any write, and the result says so."""
+
+from __future__ import annotations
+
+import pytest
+
+from acp_memory.memory.redact import redact
+from acp_memory.memory.store import MemoryStore
+
+GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("key sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1w", "openai_key"),
+        ("ANTHROPIC_API_KEY=sk-ant-api03-" + "x1Y2z3W4v5U6t7S8r9Q0p1O2n3", "anthropic_key"),
+        ("AWS key AKIAIOSFODNN7EXAMPLE here", "aws_access_key"),
+        ("google AIzaSyA-1234567890abcdefghijklmnopqrstu", "google_api_key"),
+        ("DefaultEndpointsProtocol=https;AccountName=x;AccountKey="
+         + "a" * 20 + "B1" * 20 + "==", "azure_key"),
+        (f"token {GH}", "github_token"),
+        ("glpat-" + "AbCdEf1234567890XyZw", "gitlab_token"),
+        ("slack xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp", "slack_token"),
+        ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "jwt"),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "private_key"),
+        ("db postgres://admin:S3cretPass@db.local:5432/app", "url_password"),
+        ("password: hunter22", "password"),
+        ("DB_PASSWORD=correct-horse", "password"),
+        ("пароль: qwerty123", "password"),
+        ("auth_token = 'abc123def456ghi'", "token"),
+        ("client_secret: 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "secret"),
+    ],
+)
+def test_each_kind_of_secret_is_redacted(text: str, kind: str) -> None:
+    result = redact(text)
+    assert f"[REDACTED:{kind}]" in result.text
+    assert result.removed[kind] >= 1
+
+
+def test_url_password_keeps_user_and_host() -> None:
+    text = redact("postgres://admin:S3cretPass@db.local/app").text
+    assert text == "postgres://admin:[REDACTED:url_password]@db.local/app"
+
+
+@pytest.mark.parametrize(
+    "harmless",
+    [
+        "commit 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39 fixed the bug",
+        "request id 123e4567-e89b-12d3-a456-426614174000",
+        "max_tokens: 4096",
+        "tokenizer = AutoTokenizer.from_pretrained('bert')",
+        "password: str",
+        "token = get_token()",
+        "The password policy says twelve characters at least.",
+        "private_key_path: /etc/ssl/private/server.pem",
+        "api_key: ${OPENAI_API_KEY}",
+        "Кошки любят спать на солнце.",
+    ],
+)
+def test_harmless_text_is_left_alone(harmless: str) -> None:
+    result = redact(harmless)
+    assert result.text == harmless and result.count == 0
+
+
+def test_save_redacts_before_writing_and_says_what_was_removed(store: MemoryStore) -> None:
+    result = store.save("Creds", f"GITHUB_TOKEN={GH}\npassword: hunter22\n", "global")
+    on_disk = (store.roots.global_root / "creds.md").read_text()
+    assert GH not in on_disk and "hunter22" not in on_disk
+    assert "[REDACTED:github_token]" in on_disk and "[REDACTED:password]" in on_disk
+    assert result.redaction.removed == {"github_token": 1, "password": 1}
+    assert "github_token" in result.redaction.summary()
+
+
+def test_secret_in_a_title_never_reaches_the_file_name(store: MemoryStore) -> None:
+    result = store.save(f"token {GH}", "body", "global")
+    assert GH.lower() not in result.path.lower()

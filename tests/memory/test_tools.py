@@ -1,0 +1,106 @@
+"""The six tools: schemas, plain-text results, and errors returned as tool results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from acp_memory.config.models import MemoryConfig
+from acp_memory.memory.store import MemoryStore
+from acp_memory.memory.tools import memory_tools
+from acp_memory.tools.base import Tool, ToolContext, ToolResult
+
+CTX = ToolContext(session_id="sess_test", cwd=Path("/"), mode="agent")
+
+
+@pytest.fixture
+def tools(store: MemoryStore) -> dict[str, Tool]:
+    return {t.name: t for t in memory_tools(store, MemoryConfig(max_search_hits=3))}
+
+
+async def call(tools: dict[str, Tool], name: str, **args: object) -> ToolResult:
+    return await tools[name].run(args, CTX)
+
+
+def test_six_tools_with_valid_schemas_and_the_read_only_set(tools: dict[str, Tool]) -> None:
+    assert sorted(tools) == sorted(
+        ["memory_search", "memory_list", "memory_read", "memory_mkdir", "memory_save",
+         "memory_delete"]
+    )
+    for tool in tools.values():
+        jsonschema.Draft202012Validator.check_schema(dict(tool.parameters))
+        assert tool.title({"path": "global:x.md", "query": "q", "title": "t"})
+    assert {n for n, t in tools.items() if t.read_only} == {
+        "memory_search", "memory_list", "memory_read"
+    }
+
+
+@pytest.mark.anyio
+async def test_save_then_update_read_list_search_and_delete(tools: dict[str, Tool]) -> None:
+    saved = await call(tools, "memory_save", title="Team prefs", body="Use tabs.", scope="global")
+    assert not saved.is_error and saved.text.startswith("saved new note global:team-prefs.md")
+    updated = await call(tools, "memory_save", title="Team prefs", body="Spaces.", scope="global")
+    assert updated.text.startswith("updated global:team-prefs.md") and "saved" not in updated.text
+    assert (await call(tools, "memory_read", path="global:team-prefs.md")).text == "Spaces."
+    listing = await call(tools, "memory_list", path="global:")
+    assert "global:team-prefs.md" in listing.text and "7 bytes" in listing.text
+    found = await call(tools, "memory_search", query="spaces", scope="both")
+    assert "global:team-prefs.md (score" in found.text
+    assert (await call(tools, "memory_mkdir", path="project:arch")).text == (
+        "created folder project:arch/"
+    )
+    deleted = await call(tools, "memory_delete", path="global:team-prefs.md")
+    assert deleted.text == "deleted note global:team-prefs.md."
+
+
+@pytest.mark.anyio
+async def test_search_without_hits_says_so_and_respects_max_hits(tools: dict[str, Tool]) -> None:
+    none = await call(tools, "memory_search", query="nothing-like-this")
+    assert not none.is_error and none.text.startswith("no matching notes")
+    for i in range(5):
+        await call(tools, "memory_save", title=f"pear {i}", body="pear", scope="project")
+    found = await call(tools, "memory_search", query="pear", scope="project")
+    assert found.text.count("project:pear-") == 3
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "args", "message"),
+    [
+        ("memory_read", {"path": "global:missing.md"}, "no note at global:missing.md"),
+        ("memory_read", {"path": "notes.md"}, "scope:relative/path.md"),
+        ("memory_read", {"path": "global:../x.md"}, "'..'"),
+        ("memory_read", {}, "must be a string"),
+        ("memory_save", {"title": "t", "body": "x" * 20000, "scope": "global"},
+         "20000 bytes of UTF-8, over the limit of 16384"),
+        ("memory_save", {"title": "t", "body": "b", "scope": "elsewhere"}, "unknown scope"),
+        ("memory_delete", {"path": "project:"}, "never deleted"),
+        ("memory_search", {"query": "x", "scope": "nowhere"}, "unknown scope"),
+        ("memory_search", {"query": "  "}, "query is empty"),
+        ("memory_list", {"path": "global:a\x00b"}, "control"),
+    ],
+)
+async def test_errors_come_back_as_tool_results(
+    tools: dict[str, Tool], name: str, args: dict[str, object], message: str
+) -> None:
+    result = await tools[name].run(args, CTX)
+    assert result.is_error and result.text.startswith("Error: ") and message in result.text
+
+
+@pytest.mark.anyio
+async def test_save_result_lists_the_secrets_removed(tools: dict[str, Tool]) -> None:
+    result = await call(tools, "memory_save", title="db", body="password: hunter22",
+                        scope="project")
+    assert "Removed 1 secret" in result.text and "password" in result.text
+
+
+@pytest.mark.anyio
+async def test_list_without_path_shows_both_roots_and_missing_folder_is_empty(
+    tools: dict[str, Tool],
+) -> None:
+    both = await call(tools, "memory_list")
+    assert "global: is empty" in both.text and "project: is empty" in both.text
+    missing = await call(tools, "memory_list", path="project:no/such/folder")
+    assert not missing.is_error and "is empty" in missing.text
