@@ -39,8 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[_shared_flags(suppress=False)],
     )
     parser.add_argument("--version", action="version", version=f"acp-memory {__version__}")
-    parser.add_argument("-p", "--print", dest="print_text", metavar="TEXT",
-                        help="one-shot print mode: run one turn and print the reply")
+    parser.add_argument(
+        "-p",
+        "--print",
+        dest="print_text",
+        metavar="TEXT",
+        help="one-shot print mode: run one turn and print the reply",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     shared = [_shared_flags(suppress=True)]
     sub.add_parser("acp", parents=shared, help="serve ACP on stdio (the default)")

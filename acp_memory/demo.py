@@ -32,8 +32,11 @@ class _PrintingClient:
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         kind = update.session_update
         if kind in ("agent_message_chunk", "user_message_chunk", "agent_thought_chunk"):
-            who = {"agent_message_chunk": "agent", "user_message_chunk": "you",
-                   "agent_thought_chunk": "thinking"}[kind]
+            who = {
+                "agent_message_chunk": "agent",
+                "user_message_chunk": "you",
+                "agent_thought_chunk": "thinking",
+            }[kind]
             self._say(who, update.content.text)
         elif kind == "tool_call":
             self._line(f"  [tool] {update.title} ({update.kind})")
@@ -66,15 +69,23 @@ class _PrintingClient:
 
 
 @contextlib.asynccontextmanager
-async def spawn_agent(
-    client: Any, home: Path, cwd: Path
-) -> AsyncIterator[ClientSideConnection]:
+async def spawn_agent(client: Any, home: Path, cwd: Path) -> AsyncIterator[ClientSideConnection]:
     """Start `python -m acp_memory` on stdio, as an editor starts an agent server."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "acp_memory", "acp", "--home", str(home), "--cwd", str(cwd),
-        "--log-level", "warning",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"}, limit=64 * 1024 * 1024,
+        sys.executable,
+        "-m",
+        "acp_memory",
+        "acp",
+        "--home",
+        str(home),
+        "--cwd",
+        str(cwd),
+        "--log-level",
+        "warning",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        limit=64 * 1024 * 1024,
     )
     assert proc.stdin is not None and proc.stdout is not None
     conn = connect_to_agent(client, proc.stdin, proc.stdout)
@@ -92,8 +103,10 @@ async def _demo(home: Path, cwd: Path) -> None:
     async with spawn_agent(client, home, cwd) as conn:
         init = await conn.initialize(protocol_version=1)
         info = init.agent_info
-        print(f"== initialize: {info.name if info else '?'} {info.version if info else ''}, "
-              f"protocol {init.protocol_version}")
+        print(
+            f"== initialize: {info.name if info else '?'} {info.version if info else ''}, "
+            f"protocol {init.protocol_version}"
+        )
         new = await conn.new_session(cwd=str(cwd), mcp_servers=[])
         sid = new.session_id
         print(f"== session/new: {sid} (mode {new.modes.current_mode_id if new.modes else '?'})\n")
@@ -114,9 +127,11 @@ async def _demo(home: Path, cwd: Path) -> None:
     for path in sorted(bundle.rglob("*")):
         if path.is_file():
             print(f"   {path.relative_to(bundle)} ({path.stat().st_size} bytes)")
-    print(textwrap.dedent("""
+    print(
+        textwrap.dedent("""
         Done. Point an editor at `acp-memory` (see README: Zed's agent_servers) and add a
-        provider to ~/.acp-memory/config.yaml to talk to a real model."""))
+        provider to ~/.acp-memory/config.yaml to talk to a real model.""")
+    )
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -34,8 +34,13 @@ def check(paths: Paths, *, explicit: bool) -> list[Finding]:
         return [Finding("error", str(exc))]
     if raw is None:
         level: Level = "error" if explicit else "ok"
-        findings.append(Finding(level, f"no config file at {paths.config_file}"
-                                + ("" if explicit else "; using built-in defaults (offline model)")))
+        findings.append(
+            Finding(
+                level,
+                f"no config file at {paths.config_file}"
+                + ("" if explicit else "; using built-in defaults (offline model)"),
+            )
+        )
         cfg = Config()
     else:
         try:
@@ -45,18 +50,31 @@ def check(paths: Paths, *, explicit: bool) -> list[Finding]:
         findings.append(Finding("ok", f"config {paths.config_file} parsed"))
         findings += [Finding("warning", f"unknown key {key}") for key in unknown_keys(cfg)]
     findings += _model_findings(cfg)
-    paths = resolve_paths(home=str(paths.home), sessions_dir=cfg.sessions.dir or None, cfg=cfg,
-                          config=str(paths.config_file), cwd=str(paths.cwd))
+    paths = resolve_paths(
+        home=str(paths.home),
+        sessions_dir=cfg.sessions.dir or None,
+        cfg=cfg,
+        config=str(paths.config_file),
+        cwd=str(paths.cwd),
+    )
     for label, folder in (("home", paths.home), ("sessions folder", paths.sessions_dir)):
         problem = _unwritable(folder)
-        findings.append(Finding("error", f"{label} {folder} is not writable: {problem}")
-                        if problem else Finding("ok", f"{label} {folder} is writable"))
+        findings.append(
+            Finding("error", f"{label} {folder} is not writable: {problem}")
+            if problem
+            else Finding("ok", f"{label} {folder} is writable")
+        )
     if cfg.memory.additional_prompt_max_chars and (
         len(cfg.memory.additional_prompt) > cfg.memory.additional_prompt_max_chars
     ):
-        findings.append(Finding("warning", "memory.additional_prompt is longer than "
-                                f"additional_prompt_max_chars ({cfg.memory.additional_prompt_max_chars})"
-                                " and will be cut"))
+        findings.append(
+            Finding(
+                "warning",
+                "memory.additional_prompt is longer than "
+                f"additional_prompt_max_chars ({cfg.memory.additional_prompt_max_chars})"
+                " and will be cut",
+            )
+        )
     return findings
 
 
@@ -73,14 +91,19 @@ def _model_findings(cfg: Config) -> list[Finding]:
             continue
         provider, _, upstream = model_id.partition("/")
         if not upstream:
-            found.append(Finding("error", f"{key}: {model_id!r} is not of the form <provider>/<model>"))
+            found.append(
+                Finding("error", f"{key}: {model_id!r} is not of the form <provider>/<model>")
+            )
         elif cfg.find_provider(provider) is None:
-            found.append(Finding("error", f"{key}: {model_id!r} names no configured provider "
-                                 f"{provider!r}"))
+            found.append(
+                Finding("error", f"{key}: {model_id!r} names no configured provider {provider!r}")
+            )
     for p in cfg.providers:
         env = f"{p.name.upper()}_API_KEY"
         if p.type != "offline" and not p.api_key and not os.environ.get(env):
-            found.append(Finding("warning", f"provider {p.name!r} has no api_key and ${env} is unset"))
+            found.append(
+                Finding("warning", f"provider {p.name!r} has no api_key and ${env} is unset")
+            )
     return found
 
 
@@ -96,8 +119,9 @@ def _unwritable(folder: Path) -> str | None:
 
 def run_doctor(args: argparse.Namespace) -> int:
     """Print the findings; exit code 1 when any is an error."""
-    paths = resolve_paths(home=args.home, config=args.config, sessions_dir=args.sessions_dir,
-                          cwd=args.cwd)
+    paths = resolve_paths(
+        home=args.home, config=args.config, sessions_dir=args.sessions_dir, cwd=args.cwd
+    )
     findings = check(paths, explicit=args.config is not None)
     for f in findings:
         print(f)

@@ -30,7 +30,9 @@ def run_print_mode(cfg: Config, paths: Paths, text: str) -> int:
             agent = build_agent(cfg, paths, hub)
             session = agent.store.create(cwd=str(paths.cwd), model_id=cfg.default_model_id())
             try:
-                stop = await agent.engine.run(session, text, hub.model(session.record.selected_model_id), emit)
+                stop = await agent.engine.run(
+                    session, text, hub.model(session.record.selected_model_id), emit
+                )
             except (LLMError, UnknownModelError) as exc:
                 print(f"\nacp-memory: {exc}", file=sys.stderr)
                 return 1

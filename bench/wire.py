@@ -31,8 +31,12 @@ from fakes.script import text  # noqa: E402
 
 async def _spawn(cmd: list[str], env: dict[str, str]) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL, env=env, limit=64 * 1024 * 1024,
+        *cmd,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env=env,
+        limit=64 * 1024 * 1024,
     )
 
 
@@ -82,8 +86,9 @@ async def streaming(cmd: list[str], env: dict[str, str], cwd: str, prompt: str, 
     await _send(proc, 2, "session/new", {"cwd": cwd, "mcpServers": []})
     sid = (await _answer(proc, 2))[0]["result"]["sessionId"]
     started = time.perf_counter()
-    await _send(proc, 3, "session/prompt",
-                {"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]})
+    await _send(
+        proc, 3, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}
+    )
     answer, updates = await _answer(proc, 3)
     elapsed = time.perf_counter() - started
     await _stop(proc)
@@ -106,9 +111,10 @@ async def main(runs: int, chunks: int) -> None:
         words = " ".join(f"w{i}" for i in range(chunks))
         async with FakeOpenAI(default=text(words, chunks=chunks)) as server:
             (home / "config.yaml").write_text(
-                "providers: [{name: fake, type: openai, api_base: '%s', api_key: k}]\n"
+                "providers: [{name: fake, type: openai, api_key: k, "
+                f"api_base: '{server.base_url}'}}]\n"
                 "models: [{model: fake/bench}]\nagent: {model: fake/bench}\n"
-                "memory: {enable: false}\n" % server.base_url
+                "memory: {enable: false}\n"
             )
             ours_rate = await streaming(ours, env, tmp, "stream please", chunks)
         echo_rate = await streaming(echo, env, tmp, str(chunks), chunks)

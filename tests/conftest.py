@@ -8,7 +8,7 @@ import pytest
 # Test helpers (harness, fake servers, schema checker) live beside the tests.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from acp_memory.config import Config, Paths  # noqa: E402
+from acp_memory.config import Config, Paths
 
 
 @pytest.fixture

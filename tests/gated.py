@@ -10,8 +10,8 @@ from acp_memory.acp.agent import AcpAgent
 from acp_memory.acp.server import build_agent
 from acp_memory.config import Config, Paths
 from acp_memory.config.models import ModelConfig
-from acp_memory.llm.registry import ModelHandle, ProviderHub
 from acp_memory.llm.provider import Provider
+from acp_memory.llm.registry import ModelHandle, ProviderHub
 from acp_memory.llm.types import ChatRequest, Finished, StreamEvent, TextDelta
 
 

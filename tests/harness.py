@@ -54,9 +54,7 @@ class RecordingClient:
         raise RequestError.method_not_found(method)
 
     def kinds(self, session_id: str | None = None) -> list[str]:
-        return [
-            u.session_update for s, u in self.updates if session_id is None or s == session_id
-        ]
+        return [u.session_update for s, u in self.updates if session_id is None or s == session_id]
 
     def text(self, session_id: str, kind: str = "agent_message_chunk") -> str:
         return "".join(
@@ -151,15 +149,24 @@ async def in_process_agent(
 
 
 @contextlib.asynccontextmanager
-async def subprocess_agent(home: Path, *args: str, cwd: Path | None = None) -> AsyncIterator[Editor]:
+async def subprocess_agent(
+    home: Path, *args: str, cwd: Path | None = None
+) -> AsyncIterator[Editor]:
     """A real `python -m acp_memory` process, its stdout checked line by line."""
     checker = WireChecker()
     client = RecordingClient()
     env = {**os.environ, "ACP_MEMORY_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "acp_memory", *args,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, limit=128 * 1024 * 1024,
+        sys.executable,
+        "-m",
+        "acp_memory",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        limit=128 * 1024 * 1024,
     )
     assert proc.stdin and proc.stdout
     checked = asyncio.StreamReader(limit=128 * 1024 * 1024)

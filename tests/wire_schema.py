@@ -101,4 +101,6 @@ class WireChecker:
                 validate_def(def_for(method, "result"), msg["result"])
 
     def assert_clean(self) -> None:
-        assert not self.errors, "agent messages that break schema.v1.json:\n" + "\n".join(self.errors)
+        assert not self.errors, "agent messages that break schema.v1.json:\n" + "\n".join(
+            self.errors
+        )

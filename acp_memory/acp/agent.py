@@ -132,7 +132,9 @@ class AcpAgent:
                     ),
                     session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
                 ),
-                agent_info=Implementation(name="acp-memory", title="acp-memory", version=__version__),
+                agent_info=Implementation(
+                    name="acp-memory", title="acp-memory", version=__version__
+                ),
                 auth_methods=[],
             )
         )
@@ -174,7 +176,9 @@ class AcpAgent:
         try:
             start = decode_cursor(req.cursor) if req.cursor else 0
         except ValueError:
-            raise RpcError(INVALID_PARAMS, "Invalid params: cursor: not a cursor we issued") from None
+            raise RpcError(
+                INVALID_PARAMS, "Invalid params: cursor: not a cursor we issued"
+            ) from None
         records = self.store.list(cwd=req.cwd)
         page = records[start : start + LIST_PAGE_SIZE]
         more = start + LIST_PAGE_SIZE < len(records)
@@ -200,7 +204,9 @@ class AcpAgent:
         except SessionNotFound:
             raise RpcError(RESOURCE_NOT_FOUND, f"Session not found: {session_id}") from None
         except BundleError as exc:
-            raise RpcError(RESOURCE_NOT_FOUND, f"Session {session_id} cannot be loaded: {exc}") from None
+            raise RpcError(
+                RESOURCE_NOT_FOUND, f"Session {session_id} cannot be loaded: {exc}"
+            ) from None
         self._sessions[session_id] = session
         return session
 
@@ -228,13 +234,16 @@ class AcpAgent:
             session.record.selected_model_id = value
             session.save()
         else:
-            raise RpcError(INVALID_PARAMS, f"Invalid params: configId: unknown option {req.config_id!r}")
+            raise RpcError(
+                INVALID_PARAMS, f"Invalid params: configId: unknown option {req.config_id!r}"
+            )
         return {"configOptions": self._session_state(session)["configOptions"]}
 
     async def _switch_mode(self, session: Session, mode_id: str) -> None:
         if mode_id not in MODES:
             raise RpcError(
-                INVALID_PARAMS, f"Invalid params: modeId: unknown mode {mode_id!r}; use agent, plan or ask"
+                INVALID_PARAMS,
+                f"Invalid params: modeId: unknown mode {mode_id!r}; use agent, plan or ask",
             )
         if session.record.mode != mode_id:
             session.record.mode = mode_id
@@ -324,5 +333,7 @@ class AcpAgent:
 
 def _absolute(cwd: str) -> str:
     if not Path(cwd).is_absolute():
-        raise RpcError(INVALID_PARAMS, f"Invalid params: cwd: must be an absolute path, got {cwd!r}")
+        raise RpcError(
+            INVALID_PARAMS, f"Invalid params: cwd: must be an absolute path, got {cwd!r}"
+        )
     return cwd

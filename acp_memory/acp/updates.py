@@ -69,7 +69,9 @@ def replay_updates(messages: list[TranscriptMessage]) -> Iterator[dict[str, Any]
     """The updates that rebuild a transcript in the editor, in order."""
     for m in messages:
         if m.role == "user":
-            yield dump(UserMessageChunk(session_update="user_message_chunk", content=_text(m.content)))
+            yield dump(
+                UserMessageChunk(session_update="user_message_chunk", content=_text(m.content))
+            )
         elif m.role == "assistant":
             if m.reasoning:
                 yield event_update(AgentThought(m.reasoning))
@@ -86,5 +88,6 @@ def replay_updates(messages: list[TranscriptMessage]) -> Iterator[dict[str, Any]
                     )
                 )
         elif m.tool_call_id:
-            status = "failed" if m.is_error else "completed"
-            yield event_update(ToolCallFinished(m.tool_call_id, status, m.content))
+            yield event_update(
+                ToolCallFinished(m.tool_call_id, "failed" if m.is_error else "completed", m.content)
+            )

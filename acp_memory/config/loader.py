@@ -151,7 +151,7 @@ def unknown_keys(cfg: Config) -> list[str]:
     found: list[str] = []
 
     def walk(model: Any, prefix: str) -> None:
-        for key in (model.model_extra or {}):
+        for key in model.model_extra or {}:
             found.append(f"{prefix}{key}")
         for name in type(model).model_fields:
             value = getattr(model, name)

@@ -173,14 +173,18 @@ class Connection:
         error = message.get("error")
         if isinstance(error, dict):
             pending.error = RpcError(
-                int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "")), error.get("data")
+                int(error.get("code", INTERNAL_ERROR)),
+                str(error.get("message", "")),
+                error.get("data"),
             )
         else:
             pending.result = message.get("result")
         pending.done.set()
 
     async def _reply_error(self, msg_id: Any, code: int, message: str) -> None:
-        await self._post({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
+        await self._post(
+            {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
+        )
 
 
 def _is_response(message: Any) -> bool:
@@ -197,8 +201,10 @@ def _adapt(handler: Handler) -> Callable[..., Awaitable[Result]]:
         try:
             return Success(await handler(params))
         except RpcError as exc:
-            return Error(exc.code, exc.message, exc.data) if exc.data is not None else Error(
-                exc.code, exc.message
+            return (
+                Error(exc.code, exc.message, exc.data)
+                if exc.data is not None
+                else Error(exc.code, exc.message)
             )
         except Exception as exc:
             log.exception("handler failed")

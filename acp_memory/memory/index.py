@@ -277,8 +277,9 @@ class RootIndex:
                 for path, score in self._db.execute(sql, (expression, limit)):
                     found.setdefault(path, Candidate(path, score, tier))
                 if found:
-                    # Notes holding every word (or the identifier) exist: partial matches
-                    # would only trail them, and scoring every partial match is the slow part.
+                    # Like a web search engine: notes holding every word (or the identifier)
+                    # answer the query; any-word matches are the fallback when none do.
+                    # Scoring every partial match is also the slow part (bench/search.py).
                     break
         return sorted(found.values(), key=lambda c: (c.tier, -c.score, c.rel))[:limit]
 

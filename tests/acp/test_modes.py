@@ -4,9 +4,9 @@ import json
 
 import pytest
 from acp import RequestError
+from harness import in_process_agent
 
 from acp_memory.config.models import Config, ModelConfig, ProviderConfig
-from harness import in_process_agent
 
 pytestmark = pytest.mark.anyio
 
@@ -51,7 +51,9 @@ async def test_config_options_switch_mode_and_model(paths):
         resp = await ed.conn.set_config_option(config_id="mode", session_id=sid, value="ask")
         assert _option(resp.config_options, "mode").current_value == "ask"
         await ed.client.wait_for(lambda: "current_mode_update" in ed.client.kinds(sid))
-        resp = await ed.conn.set_config_option(config_id="model", session_id=sid, value="offline/default")
+        resp = await ed.conn.set_config_option(
+            config_id="model", session_id=sid, value="offline/default"
+        )
         model = _option(resp.config_options, "model")
         assert model.current_value == "offline/default"
         assert [o.value for o in model.options] == ["local/small", "offline/default"]

@@ -81,7 +81,10 @@ async def test_load_replays_the_whole_transcript_before_answering(cfg, paths):
         kinds = ed.client.kinds(sid)
         users = ed.client.text(sid, "user_message_chunk")
     assert kinds == [
-        "user_message_chunk", "agent_message_chunk", "user_message_chunk", "agent_message_chunk"
+        "user_message_chunk",
+        "agent_message_chunk",
+        "user_message_chunk",
+        "agent_message_chunk",
     ]
     assert users == "firstsecond"
     assert resp.modes.current_mode_id == "agent"
@@ -131,8 +134,14 @@ async def test_list_filters_by_cwd_pages_with_a_cursor_and_hides_children(cfg, p
     store = SessionStore(paths.sessions_dir)
     mine = [store.create(cwd=str(paths.cwd), model_id="offline/default") for _ in range(57)]
     store.create(cwd=str(other), model_id="offline/default")
-    store.create(cwd=str(paths.cwd), model_id="offline/default", parent=mine[0],
-                 subagent_name="memory", subagent_task_id="bg_1", subagent_depth=1)
+    store.create(
+        cwd=str(paths.cwd),
+        model_id="offline/default",
+        parent=mine[0],
+        subagent_name="memory",
+        subagent_task_id="bg_1",
+        subagent_depth=1,
+    )
     async with in_process_agent(cfg, paths) as ed:
         await ed.conn.initialize(protocol_version=1)
         first = await ed.conn.list_sessions(cwd=str(paths.cwd))
@@ -151,10 +160,17 @@ async def test_list_filters_by_cwd_pages_with_a_cursor_and_hides_children(cfg, p
 async def test_a_child_bundle_nests_under_the_parents_subagents_folder(paths):
     store = SessionStore(paths.sessions_dir)
     parent = store.create(cwd=str(paths.cwd), model_id="offline/default")
-    child = store.create(cwd=str(paths.cwd), model_id="offline/default", parent=parent,
-                         subagent_name="memory", subagent_task_id="bg_3", subagent_depth=1)
-    record = json.loads((paths.sessions_dir / parent.id / "subagents" / child.id / "session.json")
-                        .read_text())
+    child = store.create(
+        cwd=str(paths.cwd),
+        model_id="offline/default",
+        parent=parent,
+        subagent_name="memory",
+        subagent_task_id="bg_3",
+        subagent_depth=1,
+    )
+    record = json.loads(
+        (paths.sessions_dir / parent.id / "subagents" / child.id / "session.json").read_text()
+    )
     assert record["subagentRun"] is True and record["parentSessionId"] == parent.id
     assert record["subagentName"] == "memory" and record["subagentTaskId"] == "bg_3"
     assert record["subagentDepth"] == 1

@@ -11,14 +11,25 @@ from acp_memory.cli import build_parser
 
 def _run(*args: str, home, timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ACP_MEMORY_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "acp_memory", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "acp_memory", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        **kw,
+    )
 
 
-@pytest.mark.parametrize("argv", [
-    ["--home", "H", "doctor"], ["doctor", "--home", "H"],
-    ["--home", "H", "acp"], ["acp", "--home", "H"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--home", "H", "doctor"],
+        ["doctor", "--home", "H"],
+        ["--home", "H", "acp"],
+        ["acp", "--home", "H"],
+    ],
+)
 def test_shared_flags_are_accepted_before_or_after_the_subcommand(argv):
     args = build_parser().parse_args(argv)
     assert args.home == "H"
@@ -35,12 +46,15 @@ def test_doctor_passes_on_defaults(tmp_path):
     assert "0 error(s)" in done.stdout
 
 
-@pytest.mark.parametrize(("yaml_text", "finding", "code"), [
-    ("agent: {model: ghost/x}\n", "names no configured provider", 1),
-    ("memory: {wait_seconds: soon}\n", "memory.wait_seconds", 1),
-    ("agent: {modle: x}\n", "unknown key agent.modle", 0),
-    ("models: [{model: nope}]\n", "not of the form", 1),
-])
+@pytest.mark.parametrize(
+    ("yaml_text", "finding", "code"),
+    [
+        ("agent: {model: ghost/x}\n", "names no configured provider", 1),
+        ("memory: {wait_seconds: soon}\n", "memory.wait_seconds", 1),
+        ("agent: {modle: x}\n", "unknown key agent.modle", 0),
+        ("models: [{model: nope}]\n", "not of the form", 1),
+    ],
+)
 def test_doctor_reports_findings_and_exits_1_on_errors(tmp_path, yaml_text, finding, code):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml_text)

@@ -3,7 +3,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from pydantic import BaseModel
 
 from acp_memory.config import ConfigError, load_config, resolve_paths
@@ -45,7 +44,9 @@ def test_design_defaults_for_the_other_sections():
     cfg = Config()
     assert cfg.tools.permission_mode == "ask"
     assert cfg.tools.background.model_dump() == {
-        "enabled": True, "max_concurrent": 5, "default_timeout_seconds": 900,
+        "enabled": True,
+        "max_concurrent": 5,
+        "default_timeout_seconds": 900,
         "max_timeout_seconds": 3600,
     }
     assert cfg.subagents.max_concurrent == 4
@@ -68,7 +69,10 @@ def test_an_explicit_missing_config_file_is_an_error(tmp_path):
 def test_yaml_is_loaded_with_env_vars_and_tilde_expanded(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-from-env")
     monkeypatch.setenv("HOME", str(tmp_path))
-    cfg = load_config(_paths(tmp_path, """
+    cfg = load_config(
+        _paths(
+            tmp_path,
+            """
 providers:
   - {name: openai, type: openai, api_key: "${MY_KEY}"}
 models:
@@ -77,7 +81,9 @@ memory:
   enable: true
   dir: ~/notes
   wait_seconds: 0
-"""))
+""",
+        )
+    )
     assert cfg.providers[0].api_key == "sk-from-env"
     assert cfg.memory.dir == str(tmp_path / "notes")
     assert cfg.memory.enable is True and cfg.memory.wait_seconds == 0
@@ -88,7 +94,9 @@ memory:
 def test_home_env_file_fills_only_unset_variables(tmp_path, monkeypatch):
     monkeypatch.setenv("ALREADY", "from-shell")
     monkeypatch.delenv("FROM_DOTENV", raising=False)
-    paths = _paths(tmp_path, 'providers:\n  - {name: a, type: openai, api_key: "${FROM_DOTENV}-${ALREADY}"}\n')
+    paths = _paths(
+        tmp_path, 'providers:\n  - {name: a, type: openai, api_key: "${FROM_DOTENV}-${ALREADY}"}\n'
+    )
     (paths.home / ".env").write_text("FROM_DOTENV=dot\nexport ALREADY='from-file'\n# comment\n")
     cfg = load_config(paths)
     assert cfg.providers[0].api_key == "dot-from-shell"
@@ -106,7 +114,12 @@ def test_a_bad_enum_value_names_the_key(tmp_path):
 
 
 def test_unknown_keys_are_kept_for_the_doctor(tmp_path):
-    cfg = load_config(_paths(tmp_path, "agent: {modle: x}\nextra: 1\nproviders: [{name: a, type: offline, colour: red}]\n"))
+    cfg = load_config(
+        _paths(
+            tmp_path,
+            "agent: {modle: x}\nextra: 1\nproviders: [{name: a, type: offline, colour: red}]\n",
+        )
+    )
     assert sorted(unknown_keys(cfg)) == ["agent.modle", "extra", "providers[0].colour"]
 
 
@@ -127,7 +140,10 @@ def test_home_precedence_flag_then_env_then_default(tmp_path, monkeypatch):
 def test_sessions_dir_flag_beats_config_which_beats_home(tmp_path):
     cfg = Config.model_validate({"sessions": {"dir": str(tmp_path / "cfgsessions")}})
     assert resolve_paths(home=str(tmp_path), cfg=cfg).sessions_dir == tmp_path / "cfgsessions"
-    assert resolve_paths(home=str(tmp_path), cfg=cfg, sessions_dir=str(tmp_path / "f")).sessions_dir == tmp_path / "f"
+    assert (
+        resolve_paths(home=str(tmp_path), cfg=cfg, sessions_dir=str(tmp_path / "f")).sessions_dir
+        == tmp_path / "f"
+    )
     assert resolve_paths(home=str(tmp_path)).sessions_dir == tmp_path / "sessions"
 
 
@@ -141,7 +157,7 @@ def test_config_example_documents_and_parses_every_key():
     assert unknown_keys(cfg) == []
 
     def keys(model, prefix=""):
-        for name, field in type(model).model_fields.items():
+        for name in type(model).model_fields:
             yield prefix + name
             value = getattr(model, name)
             if isinstance(value, BaseModel):

@@ -33,8 +33,12 @@ async def test_an_editor_session_over_stdio_survives_the_process(tmp_path):
 def _run_raw(tmp_path, payload: bytes, *args: str, timeout: float = 30):
     env = {**os.environ, "ACP_MEMORY_HOME": str(tmp_path / "home")}
     return subprocess.run(
-        [sys.executable, "-m", "acp_memory", *args], input=payload, capture_output=True,
-        env=env, timeout=timeout, cwd=tmp_path,
+        [sys.executable, "-m", "acp_memory", *args],
+        input=payload,
+        capture_output=True,
+        env=env,
+        timeout=timeout,
+        cwd=tmp_path,
     )
 
 
@@ -55,20 +59,33 @@ def test_only_protocol_messages_reach_stdout_even_when_code_prints(tmp_path):
     )
     lines = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
-        {"jsonrpc": "2.0", "id": 2, "method": "session/new",
-         "params": {"cwd": str(tmp_path), "mcpServers": []}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": str(tmp_path), "mcpServers": []},
+        },
     ]
     env = {**os.environ, "ACP_MEMORY_HOME": str(tmp_path / "home")}
-    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     assert proc.stdin and proc.stdout
     for msg in lines:
         proc.stdin.write(json.dumps(msg).encode() + b"\n")
     proc.stdin.flush()
     out = [json.loads(proc.stdout.readline()) for _ in range(2)]
     sid = out[1]["result"]["sessionId"]
-    prompt = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-              "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}}
+    prompt = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]},
+    }
     stdout, stderr = proc.communicate(json.dumps(prompt).encode() + b"\n", timeout=30)
     for line in stdout.splitlines():
         json.loads(line)  # every line is JSON-RPC
@@ -84,17 +101,35 @@ def test_closing_stdin_mid_turn_cancels_it_and_exits_zero(tmp_path):
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
     ]
     env = {**os.environ, "ACP_MEMORY_HOME": str(tmp_path / "home")}
-    proc = subprocess.Popen([sys.executable, "-m", "acp_memory"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "acp_memory"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     assert proc.stdin and proc.stdout
     proc.stdin.write(json.dumps(lines[0]).encode() + b"\n")
-    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new",
-                                 "params": {"cwd": str(tmp_path), "mcpServers": []}}).encode() + b"\n")
+    proc.stdin.write(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/new",
+                "params": {"cwd": str(tmp_path), "mcpServers": []},
+            }
+        ).encode()
+        + b"\n"
+    )
     proc.stdin.flush()
     proc.stdout.readline()
     sid = json.loads(proc.stdout.readline())["result"]["sessionId"]
-    prompt = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-              "params": {"sessionId": sid, "prompt": [{"type": "text", "text": big}]}}
+    prompt = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": big}]},
+    }
     proc.stdin.write(json.dumps(prompt).encode() + b"\n")
     proc.stdin.flush()
     first_update = json.loads(proc.stdout.readline())  # the turn is under way
@@ -113,8 +148,12 @@ def test_closing_stdin_mid_turn_cancels_it_and_exits_zero(tmp_path):
 
 def test_memory_stays_bounded_under_an_oversized_line(tmp_path):
     payload = b"q" * (200 * 1024 * 1024) + b"\n"
-    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                       "params": {"protocolVersion": 1}}).encode() + b"\n"
+    init = (
+        json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+        ).encode()
+        + b"\n"
+    )
     script = (
         # VmHWM is this process's own peak; ru_maxrss would include the parent's at fork.
         "import sys, runpy, atexit, re\n"
@@ -124,8 +163,13 @@ def test_memory_stays_bounded_under_an_oversized_line(tmp_path):
         "runpy.run_module('acp_memory', run_name='__main__')\n"
     )
     env = {**os.environ, "ACP_MEMORY_HOME": str(tmp_path / "home")}
-    done = subprocess.run([sys.executable, "-c", script], input=payload + init,
-                          capture_output=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=payload + init,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert answers[0]["error"]["code"] == -32600 and answers[1]["id"] == 1
     peak_kb = int(done.stderr.split(b"PEAK_KB=")[1].split()[0])

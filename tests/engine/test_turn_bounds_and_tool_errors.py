@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fakes.openai_server import FakeOpenAI
 from fakes.script import call, text, tool_calls
-from turnkit import HoldTool, fake_config, prompt, stored_messages, turn_agent
+from turnkit import HoldTool, fake_config, prompt, stored_messages, turn_agent, updates_of
 
 pytestmark = pytest.mark.anyio
 
@@ -54,16 +54,15 @@ async def test_a_bad_tool_call_goes_back_to_the_model_as_a_tool_error(paths, bad
         async with turn_agent(fake_config(server.base_url), paths) as (ed, _):
             sid = await ed.start_session(paths.cwd)
             assert await prompt(ed, sid, "Do it.") == "end_turn"
-            update = next(
-                u for s, u in ed.client.updates if s == sid and u.session_update == "tool_call_update"
-            )
+            update = updates_of(ed, sid, "tool_call_update")[0]
     # The model's next request carries the error as the call's result; the turn went on.
     result = server.requests[1].messages[-2]
     assert result["role"] == "tool" and result["tool_call_id"] == "call_0_1"
     assert result["content"].startswith("Error: ") and error_words in result["content"]
     assert update.status == "failed" and error_words in update.content[0].content.text
     stored = stored_messages(paths, sid)
-    assert stored[2]["isError"] is True and stored[-1]["content"] == "Sorry, let me answer directly."
+    assert stored[2]["isError"] is True
+    assert stored[-1]["content"] == "Sorry, let me answer directly."
 
 
 async def test_a_tool_of_another_mode_is_refused_in_ask_mode(paths):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from fakes.openai_server import FakeOpenAI
 from fakes.script import call, text, tool_calls
-from turnkit import fake_config, prompt, stored_messages, turn_agent
+from turnkit import fake_config, prompt, stored_messages, turn_agent, updates_of
 
 pytestmark = pytest.mark.anyio
 
@@ -72,8 +72,6 @@ async def test_a_failing_tool_reports_failed_with_the_error_text(paths):
         async with turn_agent(fake_config(server.base_url), paths) as (ed, _):
             sid = await ed.start_session(paths.cwd)
             assert await prompt(ed, sid, "Read missing.txt") == "end_turn"
-            done = next(
-                u for s, u in ed.client.updates if s == sid and u.session_update == "tool_call_update"
-            )
+            done = updates_of(ed, sid, "tool_call_update")[0]
     assert done.status == "failed"
     assert "cannot read missing.txt" in done.content[0].content.text

@@ -127,6 +127,11 @@ async def prompt(ed: Editor, session_id: str, text: str) -> str:
     return resp.stop_reason
 
 
+def updates_of(ed: Editor, session_id: str, kind: str) -> list[Any]:
+    """The session/update payloads of one kind the editor received for a session."""
+    return [u for s, u in ed.client.updates if s == session_id and u.session_update == kind]
+
+
 def wire_messages(request: Recorded) -> list[str]:
     """Each message of a recorded request as its JSON text, in order."""
     return [json.dumps(m, ensure_ascii=False) for m in request.messages]

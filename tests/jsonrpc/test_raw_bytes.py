@@ -36,7 +36,14 @@ async def test_not_json_gets_parse_error_with_null_id(cfg, paths):
         {"id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
         {"jsonrpc": "2.0", "id": 1, "method": 5},
     ],
-    ids=["array-of-numbers", "string", "number", "wrong-jsonrpc", "no-jsonrpc", "method-not-a-string"],
+    ids=[
+        "array-of-numbers",
+        "string",
+        "number",
+        "wrong-jsonrpc",
+        "no-jsonrpc",
+        "method-not-a-string",
+    ],
 )
 async def test_a_message_that_is_not_a_request_object_gets_invalid_request(cfg, paths, message):
     async with raw_agent(cfg, paths) as peer:
@@ -112,7 +119,9 @@ async def test_unknown_session_id_is_resource_not_found(cfg, paths):
 
 async def test_invalid_utf8_is_a_parse_error_and_the_server_stays_up(cfg, paths):
     async with raw_agent(cfg, paths) as peer:
-        await peer.send(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"x":"\xff\xfe"}}\n')
+        await peer.send(
+            b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"x":"\xff\xfe"}}\n'
+        )
         resp = await peer.recv()
         assert resp["error"]["code"] == -32700 and resp["id"] is None
         await _still_serving(peer)
@@ -155,8 +164,12 @@ async def test_a_20_mb_prompt_is_read_whole(cfg, paths):
             "sessionId"
         ]
         await peer.send_json(
-            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-             "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}}
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+            }
         )
         while "result" not in (msg := await peer.recv(timeout=60)):
             assert msg["method"] == "session/update"
@@ -167,8 +180,10 @@ async def test_a_20_mb_prompt_is_read_whole(cfg, paths):
 
 async def test_ten_thousand_requests_in_one_burst_are_all_answered(cfg, paths):
     burst = b"".join(
-        json.dumps({"jsonrpc": "2.0", "id": i, "method": "authenticate",
-                    "params": {"methodId": "none"}}).encode() + b"\n"
+        json.dumps(
+            {"jsonrpc": "2.0", "id": i, "method": "authenticate", "params": {"methodId": "none"}}
+        ).encode()
+        + b"\n"
         for i in range(10_000)
     )
     async with raw_agent(cfg, paths) as peer, anyio.create_task_group() as tg:

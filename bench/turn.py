@@ -1,0 +1,203 @@
+"""The turn engine's own overhead per step, against the network round trip alone.
+
+Run from the repo root: /work/venv/bin/python bench/turn.py [--turns 200] [--per-session 20]
+
+An instant fake OpenAI server on loopback answers every request at once. Two intervals are
+timed for each turn, with one clock (everything runs in one event loop):
+  - from session/prompt leaving the client to the model request arriving at the server;
+  - from the server's last byte of the answer to the prompt's answer reaching the client.
+The floor is the same fake server driven by a bare httpx request carrying the same body bytes:
+from httpx send to arrival, and from the last byte to the end of the httpx stream.
+The client is a minimal JSON-RPC speaker (no schema checks), so its cost stays out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # reuse the fake model servers of the test suite
+
+from fakes.httpserver import Recorded, _Exchange  # noqa: E402
+from fakes.openai_server import FakeOpenAI  # noqa: E402
+from fakes.script import Reply, text  # noqa: E402
+
+from acp_memory.acp.server import build_agent, serve  # noqa: E402
+from acp_memory.config import Paths  # noqa: E402
+from acp_memory.config.models import AgentConfig, Config, ModelConfig, ProviderConfig  # noqa: E402
+from acp_memory.jsonrpc.fdstream import FdReceiveStream, FdSendStream  # noqa: E402
+from acp_memory.llm.registry import ProviderHub  # noqa: E402
+
+WARMUP = 10
+
+
+class StampedOpenAI(FakeOpenAI):
+    """The fake server, noting when each request arrived and when its answer's last byte left."""
+
+    def __init__(self) -> None:
+        super().__init__(default=text("Done."))
+        self.arrived: list[float] = []
+        self.last_byte: list[float] = []
+
+    def _next(self, request: Recorded) -> Reply:
+        self.arrived.append(time.perf_counter())  # the request has been read whole
+        return super()._next(request)
+
+    async def _respond(self, reply: Reply, request: Recorded, io: _Exchange) -> bool:
+        keep = await super()._respond(reply, request, io)
+        self.last_byte.append(time.perf_counter())
+        return keep
+
+
+class RpcClient:
+    """Just enough of an ACP client: send requests, skip notifications, read the answer."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.next_id = 0
+
+    async def send(self, method: str, params: dict[str, Any]) -> int:
+        self.next_id += 1
+        line = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        self.writer.write(json.dumps(line).encode() + b"\n")
+        await self.writer.drain()
+        return self.next_id
+
+    async def answer(self, msg_id: int) -> Any:
+        while True:
+            message = json.loads(await self.reader.readline())
+            if message.get("id") == msg_id:
+                if "error" in message:
+                    raise RuntimeError(message["error"])
+                return message["result"]
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        return await self.answer(await self.send(method, params))
+
+
+async def engine_run(
+    server: StampedOpenAI, home: Path, turns: int, per_session: int
+) -> tuple[list[float], list[float]]:
+    """Per turn: prompt sent -> request arrived, and last byte -> prompt answered."""
+    cwd = home / "project"
+    cwd.mkdir(parents=True)
+    paths = Paths(home=home, config_file=home / "config.yaml", sessions_dir=home / "sessions", cwd=cwd)
+    cfg = Config(
+        providers=[ProviderConfig(name="fake", type="openai", api_base=server.base_url, api_key="k")],
+        models=[ModelConfig(model="fake/m")],
+        agent=AgentConfig(model="fake/m"),
+    )
+    agent_sock, client_sock = socket.socketpair()
+    to_request: list[float] = []
+    to_answer: list[float] = []
+    async with ProviderHub(cfg) as hub, anyio.create_task_group() as tg:
+        agent = build_agent(cfg, paths, hub)
+        receive, send = FdReceiveStream(agent_sock.fileno()), FdSendStream(agent_sock.fileno())
+        tg.start_soon(serve, receive, send, cfg, paths, agent)
+        reader, writer = await asyncio.open_connection(sock=client_sock)
+        rpc = RpcClient(reader, writer)
+        await rpc.call("initialize", {"protocolVersion": 1})
+        session = ""
+        for turn in range(WARMUP + turns):
+            if turn % per_session == 0:
+                new = await rpc.call("session/new", {"cwd": str(cwd), "mcpServers": []})
+                session = new["sessionId"]
+            seen = len(server.arrived)
+            prompt = {"sessionId": session, "prompt": [{"type": "text", "text": f"turn {turn}"}]}
+            sent = time.perf_counter()
+            msg_id = await rpc.send("session/prompt", prompt)
+            result = await rpc.answer(msg_id)
+            answered = time.perf_counter()
+            assert result["stopReason"] == "end_turn", result
+            assert len(server.arrived) == seen + 1, "one model request per turn"
+            if turn >= WARMUP:
+                to_request.append(server.arrived[-1] - sent)
+                to_answer.append(answered - server.last_byte[-1])
+        writer.close()
+        client_sock.shutdown(socket.SHUT_WR)  # end of input: the agent returns
+    agent_sock.close()
+    return to_request, to_answer
+
+
+async def floor_run(server: StampedOpenAI, body: bytes, turns: int) -> tuple[list[float], list[float]]:
+    """The same request bytes through a bare httpx client, streamed to the end."""
+    to_request: list[float] = []
+    to_answer: list[float] = []
+    url = server.base_url + "/chat/completions"
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer k"}
+    async with httpx.AsyncClient(timeout=None) as client:
+        for turn in range(WARMUP + turns):
+            request = client.build_request("POST", url, content=body, headers=headers)
+            sent = time.perf_counter()
+            response = await client.send(request, stream=True)
+            async for _ in response.aiter_lines():
+                pass
+            done = time.perf_counter()
+            await response.aclose()
+            if turn >= WARMUP:
+                to_request.append(server.arrived[-1] - sent)
+                to_answer.append(done - server.last_byte[-1])
+    return to_request, to_answer
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def row(label: str, values: list[float]) -> str:
+    return f"  {label:<38} {statistics.median(values) * 1e3:8.3f} ms {p95(values) * 1e3:8.3f} ms"
+
+
+def ratio(label: str, engine: list[float], floor: list[float]) -> str:
+    med = statistics.median(engine) / statistics.median(floor)
+    tail = p95(engine) / p95(floor)
+    return f"  {label:<38} {med:8.1f} x  {tail:8.1f} x"
+
+
+async def main(turns: int, per_session: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="acp-bench-turn-") as tmp:
+        async with StampedOpenAI() as server:
+            engine = await engine_run(server, Path(tmp) / "home", turns, per_session)
+            body = server.requests[-1].body  # what the engine sent: the floor sends the same
+            floor = await floor_run(server, body, turns)
+        fs = os.statvfs(tmp)
+    print(
+        f"acp-memory turn overhead: {turns} turns ({per_session} per session, {WARMUP} warm-up "
+        f"turns not counted), instant fake OpenAI model on 127.0.0.1,\n"
+        f"request body {len(body)} bytes, sessions under {tmp.rsplit('/', 1)[0]} "
+        f"(block size {fs.f_bsize}), Python {sys.version.split()[0]}, {os.cpu_count()} cores\n"
+    )
+    print(f"  {'':<38} {'median':>11} {'p95':>11}")
+    print("session/prompt -> model request arrives")
+    print(row("engine (client, agent, engine, httpx)", engine[0]))
+    print(row("floor (bare httpx send -> arrival)", floor[0]))
+    print(ratio("ratio engine / floor", engine[0], floor[0]))
+    print("model's last byte -> prompt answered")
+    print(row("engine (httpx, engine, agent, client)", engine[1]))
+    print(row("floor (last byte -> httpx stream end)", floor[1]))
+    print(ratio("ratio engine / floor", engine[1], floor[1]))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--per-session", type=int, default=20, help="turns before a new session")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    asyncio.run(main(args.turns, args.per_session))
+    print(f"\n(ran in {time.perf_counter() - started:.1f}s)")

@@ -1,0 +1,134 @@
+"""The JSON-RPC peer in both directions: two Connections over a socket pair."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import anyio
+import pytest
+
+from acp_memory.jsonrpc.connection import Connection
+from acp_memory.jsonrpc.errors import RpcError
+from acp_memory.jsonrpc.fdstream import FdReceiveStream, FdSendStream
+
+pytestmark = pytest.mark.anyio
+
+
+def _pair(left_handlers: dict[str, Any], right_handlers: dict[str, Any]):
+    a, b = socket.socketpair()
+    left = Connection(FdReceiveStream(a.fileno()), FdSendStream(a.fileno()), left_handlers)
+    right = Connection(FdReceiveStream(b.fileno()), FdSendStream(b.fileno()), right_handlers)
+    return left, right, (a, b)
+
+
+async def test_a_handler_can_ask_the_peer_and_use_its_answer_while_other_requests_flow():
+    release = anyio.Event()
+
+    async def ping(params: dict[str, Any]) -> dict[str, Any]:
+        await release.wait()
+        return {"pong": params["n"]}
+
+    async def ask_back(params: dict[str, Any]) -> dict[str, Any]:
+        answer = await agent.request("client/ping", {"n": params["n"]})
+        return {"got": answer["pong"]}
+
+    async def quick(params: dict[str, Any]) -> str:
+        return "fast"
+
+    agent, client, socks = _pair({"ask": ask_back, "quick": quick}, {"client/ping": ping})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(agent.serve)
+        tg.start_soon(client.serve)
+        results: dict[str, Any] = {}
+        answered = anyio.Event()
+
+        async def call_ask() -> None:
+            results["ask"] = await client.request("ask", {"n": 7})
+            answered.set()
+
+        tg.start_soon(call_ask)
+        with anyio.fail_after(5):
+            # "ask" is parked on the client's answer; other requests are still served.
+            assert await client.request("quick", {}) == "fast"
+            release.set()
+            await answered.wait()
+        assert results["ask"] == {"got": 7}
+        for s in socks:
+            s.shutdown(socket.SHUT_WR)
+
+
+async def test_an_error_answer_raises_rpc_error_with_its_code():
+    async def fail(params: dict[str, Any]) -> None:
+        raise RpcError(-32002, "no such thing", {"what": "x"})
+
+    left, right, socks = _pair({}, {"fail": fail})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(left.serve)
+        tg.start_soon(right.serve)
+        with anyio.fail_after(5), pytest.raises(RpcError) as err:
+            await left.request("fail", {})
+        assert (err.value.code, err.value.message, err.value.data) == (
+            -32002,
+            "no such thing",
+            {"what": "x"},
+        )
+        for s in socks:
+            s.shutdown(socket.SHUT_WR)
+
+
+async def test_an_unexpected_handler_failure_is_an_internal_error_not_a_crash():
+    async def boom(params: dict[str, Any]) -> None:
+        raise ValueError("kaput")
+
+    left, right, socks = _pair({}, {"boom": boom, "ok": lambda p: _ok()})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(left.serve)
+        tg.start_soon(right.serve)
+        with anyio.fail_after(5):
+            with pytest.raises(RpcError) as err:
+                await left.request("boom", {})
+            assert err.value.code == -32603 and "kaput" in err.value.message
+            assert await left.request("ok", {}) == "ok"
+        for s in socks:
+            s.shutdown(socket.SHUT_WR)
+
+
+async def _ok() -> str:
+    return "ok"
+
+
+async def test_pending_requests_fail_when_the_peer_goes_away():
+    arrived = anyio.Event()
+
+    async def never(params: dict[str, Any]) -> None:
+        arrived.set()
+        await anyio.sleep_forever()
+
+    left, right, (a, b) = _pair({}, {"never": never})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(left.serve)
+        right_scope = anyio.CancelScope()
+
+        async def run_right() -> None:
+            with right_scope:
+                await right.serve()
+
+        tg.start_soon(run_right)
+        outcome: dict[str, Any] = {}
+        failed = anyio.Event()
+
+        async def call() -> None:
+            try:
+                await left.request("never", {})
+            except RpcError as exc:
+                outcome["error"] = exc
+                failed.set()
+
+        tg.start_soon(call)
+        with anyio.fail_after(15):
+            await arrived.wait()
+            right_scope.cancel()
+            b.close()  # the peer is gone: left's input ends
+            await failed.wait()
+        assert "closed" in outcome["error"].message
