@@ -41,8 +41,27 @@ from acp_memory.config import Paths  # noqa: E402
 from acp_memory.config.models import AgentConfig, Config, ModelConfig, ProviderConfig  # noqa: E402
 from acp_memory.jsonrpc.fdstream import FdReceiveStream, FdSendStream  # noqa: E402
 from acp_memory.llm.registry import ProviderHub  # noqa: E402
+from acp_memory.sessions.store import Session  # noqa: E402
 
 WARMUP = 10
+SAVES: list[tuple[float, float]] = []  # (start, end) of every bundle write during the run
+
+
+def _timed_save(save: Any) -> Any:
+    def timed(self: Session) -> None:
+        start = time.perf_counter()
+        save(self)
+        SAVES.append((start, time.perf_counter()))
+
+    return timed
+
+
+Session.save = _timed_save(Session.save)  # type: ignore[method-assign]
+
+
+def saving(start: float, end: float) -> float:
+    """Seconds spent writing session bundles (atomic JSON, fsync) inside [start, end]."""
+    return sum(b - a for a, b in SAVES if a >= start and b <= end)
 
 
 class StampedOpenAI(FakeOpenAI):
@@ -91,19 +110,26 @@ class RpcClient:
 
 async def engine_run(
     server: StampedOpenAI, home: Path, turns: int, per_session: int
-) -> tuple[list[float], list[float]]:
-    """Per turn: prompt sent -> request arrived, and last byte -> prompt answered."""
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Per turn: prompt sent -> request arrived, last byte -> prompt answered, and the bundle
+    writes inside each of those two intervals."""
     cwd = home / "project"
     cwd.mkdir(parents=True)
-    paths = Paths(home=home, config_file=home / "config.yaml", sessions_dir=home / "sessions", cwd=cwd)
+    paths = Paths(
+        home=home, config_file=home / "config.yaml", sessions_dir=home / "sessions", cwd=cwd
+    )
     cfg = Config(
-        providers=[ProviderConfig(name="fake", type="openai", api_base=server.base_url, api_key="k")],
+        providers=[
+            ProviderConfig(name="fake", type="openai", api_base=server.base_url, api_key="k")
+        ],
         models=[ModelConfig(model="fake/m")],
         agent=AgentConfig(model="fake/m"),
     )
     agent_sock, client_sock = socket.socketpair()
     to_request: list[float] = []
     to_answer: list[float] = []
+    saves_before: list[float] = []
+    saves_after: list[float] = []
     async with ProviderHub(cfg) as hub, anyio.create_task_group() as tg:
         agent = build_agent(cfg, paths, hub)
         receive, send = FdReceiveStream(agent_sock.fileno()), FdSendStream(agent_sock.fileno())
@@ -127,13 +153,17 @@ async def engine_run(
             if turn >= WARMUP:
                 to_request.append(server.arrived[-1] - sent)
                 to_answer.append(answered - server.last_byte[-1])
+                saves_before.append(saving(sent, server.arrived[-1]))
+                saves_after.append(saving(server.last_byte[-1], answered))
         writer.close()
         client_sock.shutdown(socket.SHUT_WR)  # end of input: the agent returns
     agent_sock.close()
-    return to_request, to_answer
+    return to_request, to_answer, saves_before, saves_after
 
 
-async def floor_run(server: StampedOpenAI, body: bytes, turns: int) -> tuple[list[float], list[float]]:
+async def floor_run(
+    server: StampedOpenAI, body: bytes, turns: int
+) -> tuple[list[float], list[float]]:
     """The same request bytes through a bare httpx client, streamed to the end."""
     to_request: list[float] = []
     to_answer: list[float] = []
@@ -163,6 +193,10 @@ def row(label: str, values: list[float]) -> str:
     return f"  {label:<38} {statistics.median(values) * 1e3:8.3f} ms {p95(values) * 1e3:8.3f} ms"
 
 
+def rest(total: list[float], part: list[float]) -> list[float]:
+    return [t - p for t, p in zip(total, part, strict=True)]
+
+
 def ratio(label: str, engine: list[float], floor: list[float]) -> str:
     med = statistics.median(engine) / statistics.median(floor)
     tail = p95(engine) / p95(floor)
@@ -175,22 +209,26 @@ async def main(turns: int, per_session: int) -> None:
             engine = await engine_run(server, Path(tmp) / "home", turns, per_session)
             body = server.requests[-1].body  # what the engine sent: the floor sends the same
             floor = await floor_run(server, body, turns)
-        fs = os.statvfs(tmp)
     print(
         f"acp-memory turn overhead: {turns} turns ({per_session} per session, {WARMUP} warm-up "
         f"turns not counted), instant fake OpenAI model on 127.0.0.1,\n"
         f"request body {len(body)} bytes, sessions under {tmp.rsplit('/', 1)[0]} "
-        f"(block size {fs.f_bsize}), Python {sys.version.split()[0]}, {os.cpu_count()} cores\n"
+        f"(atomic JSON writes with fsync),\n"
+        f"Python {sys.version.split()[0]}, {os.cpu_count()} cores\n"
     )
     print(f"  {'':<38} {'median':>11} {'p95':>11}")
     print("session/prompt -> model request arrives")
     print(row("engine (client, agent, engine, httpx)", engine[0]))
     print(row("floor (bare httpx send -> arrival)", floor[0]))
     print(ratio("ratio engine / floor", engine[0], floor[0]))
+    print(row("of the engine's: bundle writes", engine[2]))
+    print(row("of the engine's: everything else", rest(engine[0], engine[2])))
     print("model's last byte -> prompt answered")
     print(row("engine (httpx, engine, agent, client)", engine[1]))
     print(row("floor (last byte -> httpx stream end)", floor[1]))
     print(ratio("ratio engine / floor", engine[1], floor[1]))
+    print(row("of the engine's: bundle writes", engine[3]))
+    print(row("of the engine's: everything else", rest(engine[1], engine[3])))
 
 
 if __name__ == "__main__":

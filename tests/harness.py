@@ -110,15 +110,16 @@ class Editor:
 
 
 @contextlib.asynccontextmanager
-async def in_process_agent(
+async def served_agent(
     cfg: Config, paths: Paths, agent: AcpAgent | None = None
-) -> AsyncIterator[Editor]:
-    """The agent served in this event loop, the SDK client on the other end of a socket pair."""
+) -> AsyncIterator[tuple[socket.socket, WireChecker]]:
+    """The agent served in this event loop on one end of a socket pair; yields the other end.
+
+    On exit the client side stops writing, which is end-of-input for the agent: it drains
+    and returns by itself (bounded), and every message it sent must have passed the checker.
+    """
     agent_sock, client_sock = socket.socketpair()
     checker = WireChecker()
-    client = RecordingClient()
-    reader, writer = await asyncio.open_connection(sock=client_sock)
-    conn = connect_to_agent(client, writer, reader)
     served = anyio.Event()
 
     async def run_agent() -> None:
@@ -136,16 +137,33 @@ async def in_process_agent(
     async with anyio.create_task_group() as tg:
         tg.start_soon(run_agent)
         try:
+            yield client_sock, checker
+        finally:
+            with contextlib.suppress(OSError):  # already closed by whoever owned it
+                client_sock.shutdown(socket.SHUT_WR)
+            with anyio.fail_after(15):
+                await served.wait()
+    agent_sock.close()
+    client_sock.close()
+    checker.assert_clean()
+
+
+@contextlib.asynccontextmanager
+async def in_process_agent(
+    cfg: Config, paths: Paths, agent: AcpAgent | None = None
+) -> AsyncIterator[Editor]:
+    """The agent served in this event loop, the official SDK client on the other end."""
+    async with served_agent(cfg, paths, agent) as (sock, checker):
+        client = RecordingClient()
+        reader, writer = await asyncio.open_connection(sock=sock)
+        conn = connect_to_agent(client, writer, reader)
+        try:
             yield Editor(conn, client, checker)
         finally:
             await conn.close()
-            # Closing our end is end-of-input for the agent, which then drains and returns.
-            client_sock.shutdown(socket.SHUT_WR)
-            with anyio.fail_after(15):
-                await served.wait()
+            # The transport owns the socket: close it here, before its fd number can be
+            # reused by the next socket pair while still registered with the event loop.
             writer.close()
-    agent_sock.close()
-    checker.assert_clean()
 
 
 @contextlib.asynccontextmanager
@@ -229,32 +247,5 @@ async def raw_agent(
     cfg: Config, paths: Paths, agent: AcpAgent | None = None
 ) -> AsyncIterator[RawPeer]:
     """The agent in this event loop, a byte-level peer on the other end of a socket pair."""
-    agent_sock, client_sock = socket.socketpair()
-    checker = WireChecker()
-    done = anyio.Event()
-
-    async def run_agent() -> None:
-        try:
-            await serve(
-                _TappedReceive(agent_sock.fileno(), checker),
-                _TappedSend(agent_sock.fileno(), checker),
-                cfg,
-                paths,
-                agent,
-            )
-        finally:
-            done.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run_agent)
-        peer = RawPeer(client_sock)
-        try:
-            yield peer
-        finally:
-            client_sock.shutdown(socket.SHUT_WR)
-            with anyio.fail_after(15):
-                await done.wait()
-    agent_sock.close()
-    client_sock.close()
-    # Error answers to deliberately broken input must still be well-formed.
-    checker.assert_clean()
+    async with served_agent(cfg, paths, agent) as (sock, _checker):
+        yield RawPeer(sock)

@@ -16,16 +16,26 @@ def _pollable(fd: int) -> bool:
     return not stat.S_ISREG(os.fstat(fd).st_mode)
 
 
-class FdReceiveStream(ByteReceiveStream):
-    """Reads a pipe, socket, tty or file without blocking the event loop."""
+class _Fd:
+    """A non-blocking fd whose original blocking mode is restored on close."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._poll = _pollable(fd)
         self._was_blocking = os.get_blocking(fd)
-        if self._poll:
+        if _pollable(fd):
             os.set_blocking(fd, False)
         self._closed = False
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            # O_NONBLOCK belongs to the open file, which the parent process may share.
+            with contextlib.suppress(OSError):
+                os.set_blocking(self._fd, self._was_blocking)
+
+
+class FdReceiveStream(_Fd, ByteReceiveStream):
+    """Reads a pipe, socket, tty or file without blocking the event loop."""
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         while True:
@@ -42,24 +52,9 @@ class FdReceiveStream(ByteReceiveStream):
                 raise EndOfStream
             return data
 
-    async def aclose(self) -> None:
-        if not self._closed:
-            self._closed = True
-            # O_NONBLOCK belongs to the open file, which the parent process may share.
-            with contextlib.suppress(OSError):
-                os.set_blocking(self._fd, self._was_blocking)
 
-
-class FdSendStream(ByteSendStream):
+class FdSendStream(_Fd, ByteSendStream):
     """Writes to a pipe, socket, tty or file without blocking the event loop."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._poll = _pollable(fd)
-        self._was_blocking = os.get_blocking(fd)
-        if self._poll:
-            os.set_blocking(fd, False)
-        self._closed = False
 
     async def send(self, item: bytes) -> None:
         view = memoryview(item)
@@ -74,9 +69,3 @@ class FdSendStream(ByteSendStream):
             except OSError as exc:
                 raise BrokenResourceError from exc
             view = view[written:]
-
-    async def aclose(self) -> None:
-        if not self._closed:
-            self._closed = True
-            with contextlib.suppress(OSError):
-                os.set_blocking(self._fd, self._was_blocking)

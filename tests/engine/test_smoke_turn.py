@@ -47,7 +47,7 @@ async def test_a_real_model_runs_a_turn_within_its_step_bound(paths) -> None:
     # Every update was schema-checked by the harness; here, only turn updates were streamed.
     assert set(kinds) <= STREAMED, kinds
     stored = stored_messages(paths, sid)
-    assert stored[0] == stored[0] | {"role": "user", "content": "Say hello in one short sentence."}
+    assert (stored[0]["role"], stored[0]["content"]) == ("user", "Say hello in one short sentence.")
     assistants = [m for m in stored if m["role"] == "assistant"]
     assert len(assistants) == 1, "max_turns=1 allows exactly one model step"
     reply = assistants[0]

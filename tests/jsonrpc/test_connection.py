@@ -105,7 +105,7 @@ async def test_pending_requests_fail_when_the_peer_goes_away():
         arrived.set()
         await anyio.sleep_forever()
 
-    left, right, (a, b) = _pair({}, {"never": never})
+    left, right, (_a, b) = _pair({}, {"never": never})
     async with anyio.create_task_group() as tg:
         tg.start_soon(left.serve)
         right_scope = anyio.CancelScope()
