@@ -7,18 +7,15 @@ import re
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal
-
-import httpx
+from typing import TYPE_CHECKING, Literal
 
 from acp_memory.config.models import Config, ModelConfig, ProviderConfig
-from acp_memory.llm.anthropic import AnthropicProvider
 from acp_memory.llm.offline import OfflineProvider
-from acp_memory.llm.openai import OpenAIProvider
 from acp_memory.llm.provider import Provider
-from acp_memory.llm.resilient import ResilientProvider, RetryPolicy
-from acp_memory.llm.transport import StreamTimeouts
 from acp_memory.llm.types import ChatRequest, LLMError, Message, StreamEvent, ToolSpec
+
+if TYPE_CHECKING:
+    import httpx
 
 _OFFICIAL_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
 
@@ -67,17 +64,22 @@ class ProviderHub:
         self.config = config
         self._client = client
         self._owned = client is None
+        self._entered = False
 
     @property
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
-            raise RuntimeError("ProviderHub has no client: pass one or use `async with`")
+            if not self._entered:
+                raise RuntimeError("ProviderHub has no client: pass one or use `async with`")
+            # Made on first use, so that a run on the offline model never imports httpx
+            # (a tenth of the cold start). Per-request timeouts come from timeout_ms.
+            import httpx
+
+            self._client = httpx.AsyncClient(timeout=None)
         return self._client
 
     async def __aenter__(self) -> ProviderHub:
-        if self._client is None:
-            # Per-request timeouts come from each provider's timeout_ms.
-            self._client = httpx.AsyncClient(timeout=None)
+        self._entered = True
         return self
 
     async def __aexit__(
@@ -86,6 +88,7 @@ class ProviderHub:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._entered = False
         if self._owned and self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -100,6 +103,8 @@ class ProviderHub:
 
     def provider(self, model_id: str, *, wait_for_limit_reset: bool | None = None) -> Provider:
         """The provider serving a model id, wrapped in the agent's retry policy."""
+        if resolve_provider(self.config, model_id).type == "offline":
+            return OfflineProvider()
         return build_provider(
             self.config, model_id, self.client, wait_for_limit_reset=wait_for_limit_reset
         )
@@ -116,6 +121,12 @@ def build_provider(
     provider_config = resolve_provider(config, model_id)
     if provider_config.type == "offline":
         return OfflineProvider()
+    # Network providers bring httpx; importing them here keeps it off the offline path.
+    from acp_memory.llm.anthropic import AnthropicProvider
+    from acp_memory.llm.openai import OpenAIProvider
+    from acp_memory.llm.resilient import ResilientProvider, RetryPolicy
+    from acp_memory.llm.transport import StreamTimeouts
+
     agent = config.agent
     timeouts = StreamTimeouts.from_ms(
         agent.llm_first_token_timeout_ms, agent.llm_stream_idle_timeout_ms

@@ -49,16 +49,29 @@ class Session:
 
     def save(self) -> None:
         """Write session.json and messages.json (each atomically)."""
+        self.save_record()
+        self._save_messages()
+
+    def save_record(self) -> None:
+        """Write session.json, stamping updatedAt."""
         self.record.updated_at = utc_now()
         write_json_atomic(self.dir / SESSION_FILE, self.record.dump())
-        write_json_atomic(self.dir / MESSAGES_FILE, Transcript(messages=self.messages).dump())
 
     def append(self, message: TranscriptMessage) -> None:
-        """Add a message to the transcript and persist the bundle."""
+        """Add a message to the transcript and persist it.
+
+        session.json is rewritten once per user message (activity time, title), not for every
+        assistant or tool message: each write is an fsync on the turn's critical path.
+        """
         self.messages.append(message)
-        if not self.record.title and message.role == "user":
-            self.record.title = _title_from(message.content)
-        self.save()
+        self._save_messages()
+        if message.role == "user":
+            if not self.record.title:
+                self.record.title = _title_from(message.content)
+            self.save_record()
+
+    def _save_messages(self) -> None:
+        write_json_atomic(self.dir / MESSAGES_FILE, Transcript(messages=self.messages).dump())
 
     def subagents_dir(self) -> Path:
         return self.dir / SUBAGENTS_DIR

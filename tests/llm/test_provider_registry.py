@@ -123,6 +123,11 @@ async def test_child_sessions_can_refuse_to_wait_for_limit_resets(client):
     assert top.policy.max_retries == 5
 
 
-def test_a_hub_without_a_client_says_so():
+def test_a_hub_without_a_client_says_so_for_a_network_model():
+    cfg = Config(providers=[ProviderConfig(name="p", type="openai", api_base="http://127.0.0.1:9")])
     with pytest.raises(RuntimeError, match="async with"):
-        ProviderHub(Config()).provider("offline/default")
+        ProviderHub(cfg).provider("p/m")
+
+
+def test_the_offline_model_needs_no_http_client():
+    assert ProviderHub(Config()).provider("offline/default").name == "offline"
