@@ -8,35 +8,29 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-from acp.schema import (
-    AgentCapabilities,
-    AuthenticateRequest,
-    CancelNotification,
-    CurrentModeUpdate,
-    Implementation,
-    InitializeRequest,
-    InitializeResponse,
-    ListSessionsRequest,
-    ListSessionsResponse,
-    LoadSessionRequest,
-    NewSessionRequest,
-    PromptCapabilities,
-    PromptRequest,
-    SessionCapabilities,
-    SessionConfigOptionSelect,
-    SessionConfigSelectOption,
-    SessionInfo,
-    SessionListCapabilities,
-    SessionMode,
-    SessionModeState,
-    SetSessionModeRequest,
-)
-from pydantic import BaseModel, ConfigDict, Field
 
 from acp_memory import __version__
 from acp_memory.acp.content import prompt_text
+from acp_memory.acp.schema import (
+    PROTOCOL_VERSION,
+    AuthenticateRequest,
+    CancelNotification,
+    InitializeRequest,
+    ListSessionsRequest,
+    LoadSessionRequest,
+    NewSessionRequest,
+    PromptRequest,
+    SelectConfigOption,
+    SelectOption,
+    SessionInfo,
+    SessionMode,
+    SessionModeState,
+    SetConfigOptionRequest,
+    SetSessionModeRequest,
+    initialize_response,
+)
 from acp_memory.acp.updates import event_update, replay_updates
-from acp_memory.acp.wire import dump, parse_params
+from acp_memory.acp.wire import parse_params
 from acp_memory.config import Config, Paths
 from acp_memory.engine.events import TurnEvent
 from acp_memory.engine.turn import StopReason, TurnEngine
@@ -54,7 +48,6 @@ from acp_memory.sessions.store import (
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = 1
 SESSION_BUSY = -32001
 LIST_PAGE_SIZE = 50
 MODES = {
@@ -70,14 +63,6 @@ class Peer(Protocol):
     async def notify(self, method: str, params: Any) -> None: ...
 
     async def request(self, method: str, params: Any) -> Any: ...
-
-
-class _SetConfigOption(BaseModel):
-    # The SDK splits this request into two models by value type; one strict model is clearer.
-    model_config = ConfigDict(populate_by_name=True)
-    session_id: str = Field(alias="sessionId")
-    config_id: str = Field(alias="configId")
-    value: str | bool
 
 
 class TurnRunner(Protocol):
@@ -122,22 +107,8 @@ class AcpAgent:
 
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(InitializeRequest, params)
-        return dump(
-            InitializeResponse(
-                protocol_version=min(req.protocol_version, PROTOCOL_VERSION),
-                agent_capabilities=AgentCapabilities(
-                    load_session=True,
-                    prompt_capabilities=PromptCapabilities(
-                        image=False, audio=False, embedded_context=True
-                    ),
-                    session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
-                ),
-                agent_info=Implementation(
-                    name="acp-memory", title="acp-memory", version=__version__
-                ),
-                auth_methods=[],
-            )
-        )
+        version = min(req.protocol_version, PROTOCOL_VERSION)
+        return initialize_response(version, "acp-memory", __version__)
 
     async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         parse_params(AuthenticateRequest, params)
@@ -153,7 +124,7 @@ class AcpAgent:
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(NewSessionRequest, params)
         cwd = _absolute(req.cwd)
-        servers = [dump(s) for s in req.mcp_servers or []]
+        servers = [s.dump() for s in req.mcp_servers]
         session = self.store.create(
             cwd=cwd, model_id=self.cfg.default_model_id(), mcp_servers=servers
         )
@@ -182,17 +153,14 @@ class AcpAgent:
         records = self.store.list(cwd=req.cwd)
         page = records[start : start + LIST_PAGE_SIZE]
         more = start + LIST_PAGE_SIZE < len(records)
-        return dump(
-            ListSessionsResponse(
-                sessions=[
-                    SessionInfo(
-                        session_id=r.id, cwd=r.cwd, title=r.title or None, updated_at=r.updated_at
-                    )
-                    for r in page
-                ],
-                next_cursor=encode_cursor(start + LIST_PAGE_SIZE) if more else None,
-            )
-        )
+        infos = [
+            SessionInfo(session_id=r.id, cwd=r.cwd, title=r.title or None, updated_at=r.updated_at)
+            for r in page
+        ]
+        listing: dict[str, Any] = {"sessions": [i.dump() for i in infos]}
+        if more:
+            listing["nextCursor"] = encode_cursor(start + LIST_PAGE_SIZE)
+        return listing
 
     def session(self, session_id: str) -> Session:
         """A session of this process, loading its bundle on first use."""
@@ -219,7 +187,7 @@ class AcpAgent:
         return {}
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
-        req = parse_params(_SetConfigOption, params)
+        req = parse_params(SetConfigOptionRequest, params)
         session = self.session(req.session_id)
         value = str(req.value)
         if req.config_id == "mode":
@@ -248,8 +216,9 @@ class AcpAgent:
         if session.record.mode != mode_id:
             session.record.mode = mode_id
             session.save()
-        update = CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id)
-        await self._update(session.id, dump(update))
+        await self._update(
+            session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
+        )
 
     def _session_state(self, session: Session) -> dict[str, Any]:
         record = session.record
@@ -261,27 +230,25 @@ class AcpAgent:
             ],
         )
         options = [
-            SessionConfigOptionSelect(
-                type="select",
+            SelectConfigOption(
                 id="mode",
                 name="Mode",
                 category="mode",
                 current_value=record.mode,
                 options=[
-                    SessionConfigSelectOption(value=m, name=name, description=desc)
+                    SelectOption(value=m, name=name, description=desc)
                     for m, (name, desc) in MODES.items()
                 ],
             ),
-            SessionConfigOptionSelect(
-                type="select",
+            SelectConfigOption(
                 id="model",
                 name="Model",
                 category="model",
                 current_value=record.selected_model_id,
-                options=[SessionConfigSelectOption(value=m, name=m) for m in self.cfg.model_ids()],
+                options=[SelectOption(value=m, name=m) for m in self.cfg.model_ids()],
             ),
         ]
-        return {"modes": dump(modes), "configOptions": [dump(o) for o in options]}
+        return {"modes": modes.dump(), "configOptions": [o.dump() for o in options]}
 
     # -- turns -------------------------------------------------------------------------
 

@@ -2,37 +2,26 @@
 
 from __future__ import annotations
 
-from acp.schema import (
-    AudioContentBlock,
-    EmbeddedResourceContentBlock,
-    ImageContentBlock,
-    ResourceContentBlock,
-    TextContentBlock,
-    TextResourceContents,
+from acp_memory.acp.schema import (
+    ContentBlock,
+    EmbeddedResourceBlock,
+    ResourceLinkBlock,
+    TextBlock,
 )
-
 from acp_memory.jsonrpc.errors import INVALID_PARAMS, RpcError
 
-PromptBlock = (
-    TextContentBlock
-    | ImageContentBlock
-    | AudioContentBlock
-    | ResourceContentBlock
-    | EmbeddedResourceContentBlock
-)
 
-
-def prompt_text(blocks: list[PromptBlock]) -> str:
+def prompt_text(blocks: list[ContentBlock]) -> str:
     """Text, links and embedded text resources, in order; media we did not offer is refused."""
     parts: list[str] = []
     for block in blocks:
-        if isinstance(block, TextContentBlock):
+        if isinstance(block, TextBlock):
             parts.append(block.text)
-        elif isinstance(block, ResourceContentBlock):
+        elif isinstance(block, ResourceLinkBlock):
             parts.append(f"[{block.name}]({block.uri})")
-        elif isinstance(block, EmbeddedResourceContentBlock):
+        elif isinstance(block, EmbeddedResourceBlock):
             res = block.resource
-            if isinstance(res, TextResourceContents):
+            if res.text is not None:
                 parts.append(f'<resource uri="{res.uri}">\n{res.text}\n</resource>')
             else:
                 parts.append(f"[binary resource {res.uri} omitted]")

@@ -5,19 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from acp.schema import (
-    AgentMessageChunk,
-    AgentThoughtChunk,
-    ContentToolCallContent,
-    TextContentBlock,
-    ToolCallLocation,
-    ToolCallProgress,
-    ToolCallStart,
-    UserMessageChunk,
-)
-from pydantic import BaseModel
-
-from acp_memory.acp.wire import dump
+from acp_memory.acp.schema import text_content
 from acp_memory.engine.events import (
     AgentText,
     AgentThought,
@@ -29,49 +17,44 @@ from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.tools.registry import parse_arguments
 
 
-def _text(text: str) -> TextContentBlock:
-    return TextContentBlock(type="text", text=text)
+def _chunk(kind: str, text: str) -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": text_content(text)}
+
+
+def _locations(paths: list[str]) -> dict[str, Any]:
+    return {"locations": [{"path": p} for p in paths]} if paths else {}
 
 
 def event_update(event: TurnEvent) -> dict[str, Any]:
     """The `update` object for one turn event."""
-    update: BaseModel
     if isinstance(event, AgentText):
-        update = AgentMessageChunk(session_update="agent_message_chunk", content=_text(event.text))
-    elif isinstance(event, AgentThought):
-        update = AgentThoughtChunk(session_update="agent_thought_chunk", content=_text(event.text))
-    elif isinstance(event, ToolCallStarted):
-        update = ToolCallStart(
-            session_update="tool_call",
-            tool_call_id=event.call_id,
-            title=event.title,
-            kind=event.kind,  # type: ignore[arg-type]
-            status="in_progress",
-            raw_input=event.raw_input,
-            locations=[ToolCallLocation(path=p) for p in event.locations] or None,
-        )
-    else:
-        update = _finished(event)
-    return dump(update)
-
-
-def _finished(event: ToolCallFinished) -> ToolCallProgress:
-    return ToolCallProgress(
-        session_update="tool_call_update",
-        tool_call_id=event.call_id,
-        status=event.status,
-        content=[ContentToolCallContent(type="content", content=_text(event.output))],
-        locations=[ToolCallLocation(path=p) for p in event.locations] or None,
-    )
+        return _chunk("agent_message_chunk", event.text)
+    if isinstance(event, AgentThought):
+        return _chunk("agent_thought_chunk", event.text)
+    if isinstance(event, ToolCallStarted):
+        return {
+            "sessionUpdate": "tool_call",
+            "toolCallId": event.call_id,
+            "title": event.title,
+            "kind": event.kind,
+            "status": "in_progress",
+            "rawInput": event.raw_input,
+            **_locations(event.locations),
+        }
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": event.call_id,
+        "status": event.status,
+        "content": [{"type": "content", "content": text_content(event.output)}],
+        **_locations(event.locations),
+    }
 
 
 def replay_updates(messages: list[TranscriptMessage]) -> Iterator[dict[str, Any]]:
     """The updates that rebuild a transcript in the editor, in order."""
     for m in messages:
         if m.role == "user":
-            yield dump(
-                UserMessageChunk(session_update="user_message_chunk", content=_text(m.content))
-            )
+            yield _chunk("user_message_chunk", m.content)
         elif m.role == "assistant":
             if m.reasoning:
                 yield event_update(AgentThought(m.reasoning))

@@ -1,4 +1,4 @@
-"""ACP wire shapes: the SDK's generated models in, plain JSON out, and param validation."""
+"""Validating request params into wire models, with errors that name the field."""
 
 from __future__ import annotations
 
@@ -21,8 +21,3 @@ def parse_params(model: type[M], params: dict[str, Any]) -> M:
             field = ".".join(str(p) for p in err["loc"]) or "params"
             problems.append(f"{field}: {err['msg']}")
         raise RpcError(INVALID_PARAMS, "Invalid params: " + "; ".join(problems)) from None
-
-
-def dump(model: BaseModel) -> dict[str, Any]:
-    """A wire model as JSON-ready data with camelCase keys and no nulls."""
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)

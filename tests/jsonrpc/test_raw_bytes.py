@@ -79,6 +79,9 @@ async def test_unknown_underscore_request_gets_method_not_found(cfg, paths):
     [
         ("initialize", {}, "protocolVersion"),
         ("initialize", {"protocolVersion": -5}, "protocolVersion"),
+        ("initialize", {"protocolVersion": "1"}, "protocolVersion"),
+        ("session/new", {"cwd": "/x", "mcpServers": [{"command": "srv"}]}, "mcpServers.0.name"),
+        ("session/new", {"cwd": "/x", "mcpServers": "none"}, "mcpServers"),
         ("session/new", {"mcpServers": []}, "cwd"),
         ("session/prompt", {"sessionId": "sess_x"}, "prompt"),
         ("session/prompt", {"sessionId": "s", "prompt": [{"type": "text"}]}, "text"),
