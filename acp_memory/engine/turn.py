@@ -16,8 +16,8 @@ from acp_memory.engine.events import (
     ToolCallStarted,
 )
 from acp_memory.engine.prompt import Templates, TurnContext, render_system
+from acp_memory.llm.provider import closing
 from acp_memory.llm.registry import ModelHandle
-from acp_memory.llm.transport import closing
 from acp_memory.llm.types import (
     ChatRequest,
     Finished,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Protocol
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Protocol
 
 from acp_memory.llm.types import ChatRequest, StreamEvent
 
@@ -14,3 +15,14 @@ class Provider(Protocol):
     name: str
 
     def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]: ...
+
+
+@asynccontextmanager
+async def closing(events: AsyncIterator[Any]) -> AsyncGenerator[None, None]:
+    """Close an event iterator on the way out, so its HTTP stream stops at once."""
+    try:
+        yield
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import anyio
 
 from acp_memory.config.models import AgentConfig
-from acp_memory.llm.provider import Provider
-from acp_memory.llm.transport import ConnectionDropped, closing
+from acp_memory.llm.provider import Provider, closing
+from acp_memory.llm.transport import ConnectionDropped
 from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent
 
 log = logging.getLogger(__name__)

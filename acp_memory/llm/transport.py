@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, TypeVar
@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
+from acp_memory.llm.provider import closing
 from acp_memory.llm.ratelimit import announced_wait
 from acp_memory.llm.sse import SSEDecoder, SSEEvent
 from acp_memory.llm.types import LLMError, StreamEvent
@@ -197,17 +198,6 @@ async def guard_output(events: AsyncGenerator[T, None]) -> AsyncGenerator[T, Non
         except LLMError as err:
             err.after_output = err.after_output or produced
             raise
-
-
-@asynccontextmanager
-async def closing(events: AsyncIterator[Any]) -> AsyncGenerator[None, None]:
-    """Close an event iterator on the way out, so its HTTP stream stops at once."""
-    try:
-        yield
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 def parse_json_event(endpoint: Endpoint, data: str) -> dict[str, Any]:

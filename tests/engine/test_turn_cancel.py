@@ -17,9 +17,8 @@ from harness import Editor
 from turnkit import HoldTool, fake_config, prompt, stored_messages, turn_agent
 
 from acp_memory.engine.turn import CANCELLED_RESULT, NOT_RUN_RESULT
-from acp_memory.llm.provider import Provider
+from acp_memory.llm.provider import Provider, closing
 from acp_memory.llm.registry import ModelHandle
-from acp_memory.llm.transport import closing
 from acp_memory.llm.types import ChatRequest, StreamEvent, ToolCallReady
 
 pytestmark = pytest.mark.anyio
