@@ -12,10 +12,10 @@ from acp_memory.llm.sse import SSEEvent
 from acp_memory.llm.transport import (
     ConnectionDropped,
     Endpoint,
+    HttpProvider,
     StreamEvents,
     StreamTimeouts,
     closing,
-    guard_output,
     parse_json_event,
 )
 from acp_memory.llm.types import (
@@ -55,7 +55,7 @@ _ERROR_STATUS = {
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 
 
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """Claude models through POST /v1/messages."""
 
     def __init__(
@@ -68,28 +68,19 @@ class AnthropicProvider:
         timeout_s: float = 600.0,
         timeouts: StreamTimeouts | None = None,
     ) -> None:
-        self.name = name
         base = (api_base or DEFAULT_API_BASE).rstrip("/").removesuffix("/v1")
         headers = {"anthropic-version": API_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
-        self._endpoint = Endpoint(
+        super().__init__(
             client,
-            name,
-            f"{base}/v1/messages",
-            headers,
-            timeout_s,
-            timeouts or StreamTimeouts(),
-            secret=api_key,
+            name=name,
+            url=f"{base}/v1/messages",
+            headers=headers,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            timeouts=timeouts,
         )
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(name={self.name!r}, url={self._endpoint.url!r})"
-
-    def stream(self, request: ChatRequest) -> StreamEvents:
-        """Yield the answer's events; an LLMError says whether output had already gone out."""
-        events = self._stream(request) if request.stream else self._complete(request)
-        return guard_output(events)
 
     def body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body sent for a request, cache breakpoints included."""

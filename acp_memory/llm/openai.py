@@ -13,10 +13,10 @@ from acp_memory.llm.sse import SSEEvent
 from acp_memory.llm.transport import (
     ConnectionDropped,
     Endpoint,
+    HttpProvider,
     StreamEvents,
     StreamTimeouts,
     closing,
-    guard_output,
     parse_json_event,
 )
 from acp_memory.llm.types import (
@@ -42,7 +42,7 @@ _FINISH: dict[str, StopReason] = {
 }
 
 
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """A Chat Completions endpoint: api.openai.com, vLLM, llama.cpp, Ollama, OpenRouter, ..."""
 
     def __init__(
@@ -55,28 +55,18 @@ class OpenAIProvider:
         timeout_s: float = 600.0,
         timeouts: StreamTimeouts | None = None,
     ) -> None:
-        self.name = name
         base = (api_base or DEFAULT_API_BASE).rstrip("/")
         # OpenAI's own reasoning models refuse max_tokens; compatible servers mostly know only it.
         self._max_tokens_key = "max_completion_tokens" if "api.openai.com" in base else "max_tokens"
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._endpoint = Endpoint(
+        super().__init__(
             client,
-            name,
-            f"{base}/chat/completions",
-            headers,
-            timeout_s,
-            timeouts or StreamTimeouts(),
-            secret=api_key,
+            name=name,
+            url=f"{base}/chat/completions",
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+            api_key=api_key,
+            timeout_s=timeout_s,
+            timeouts=timeouts,
         )
-
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(name={self.name!r}, url={self._endpoint.url!r})"
-
-    def stream(self, request: ChatRequest) -> StreamEvents:
-        """Yield the answer's events; an LLMError says whether output had already gone out."""
-        events = self._stream(request) if request.stream else self._complete(request)
-        return guard_output(events)
 
     def body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body sent for a request."""

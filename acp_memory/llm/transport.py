@@ -16,7 +16,7 @@ import httpx
 from acp_memory.llm.provider import closing
 from acp_memory.llm.ratelimit import announced_wait
 from acp_memory.llm.sse import SSEDecoder, SSEEvent
-from acp_memory.llm.types import LLMError, StreamEvent
+from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent
 
 T = TypeVar("T")
 
@@ -166,6 +166,40 @@ async def _next_event(lines: AsyncIterator[str], decoder: SSEDecoder) -> SSEEven
         if event is not None:
             return event
     return decoder.flush()
+
+
+class HttpProvider:
+    """What the HTTP providers share: one endpoint, answered as a stream or as one JSON body."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        name: str,
+        url: str,
+        headers: dict[str, str],
+        api_key: str,
+        timeout_s: float,
+        timeouts: StreamTimeouts | None,
+    ) -> None:
+        self.name = name
+        self._endpoint = Endpoint(
+            client, name, url, headers, timeout_s, timeouts or StreamTimeouts(), secret=api_key
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, url={self._endpoint.url!r})"
+
+    def stream(self, request: ChatRequest) -> StreamEvents:
+        """Yield the answer's events; an LLMError says whether output had already gone out."""
+        events = self._stream(request) if request.stream else self._complete(request)
+        return guard_output(events)
+
+    def _stream(self, request: ChatRequest) -> StreamEvents:
+        raise NotImplementedError
+
+    def _complete(self, request: ChatRequest) -> StreamEvents:
+        raise NotImplementedError
 
 
 def provider_message(body: bytes) -> str:
