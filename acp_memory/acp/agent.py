@@ -65,12 +65,6 @@ class Peer(Protocol):
     async def request(self, method: str, params: Any) -> Any: ...
 
 
-class TurnRunner(Protocol):
-    async def __call__(
-        self, session: Session, text: str, emit: Callable[[TurnEvent], Awaitable[None]]
-    ) -> StopReason: ...
-
-
 class AcpAgent:
     """Holds the sessions of one connection and answers the client's requests."""
 

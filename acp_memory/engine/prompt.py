@@ -12,9 +12,9 @@ from acp_memory.llm.types import Message, ToolSpec
 
 MODES = ("agent", "plan", "ask")
 TURN_CONTEXT_OPEN = "<turn_context>"
+# The opening line itself says what the block is, so no reader can take it for the user.
 TURN_CONTEXT_NOTE = (
-    "This block is runtime state supplied by acp-memory for this step; "
-    "it is not a message from the user."
+    "Runtime state supplied by acp-memory for this step; this is not a message from the user."
 )
 
 
@@ -67,8 +67,7 @@ class TurnContext:
         now = (self.now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
         tasks = "\n".join(f"- {t}" for t in self.background_tasks) or "none running"
         parts = [
-            TURN_CONTEXT_OPEN,
-            TURN_CONTEXT_NOTE,
+            f"{TURN_CONTEXT_OPEN} {TURN_CONTEXT_NOTE}",
             "",
             "## Current time (UTC)",
             now,

@@ -165,7 +165,7 @@ def turn_context_text(request: Recorded) -> str:
 def check_turn_context(text: str) -> None:
     """Opens with the tag and the runtime-state line, then its sections, and closes."""
     lines = text.splitlines()
-    assert lines[:2] == [TURN_CONTEXT_OPEN, TURN_CONTEXT_NOTE]
+    assert lines[0] == f"{TURN_CONTEXT_OPEN} {TURN_CONTEXT_NOTE}"
     assert "## Current time (UTC)" in lines and "## Background tasks" in lines
     assert lines[-1] == "</turn_context>"
 
