@@ -19,7 +19,9 @@ from acp.client.connection import ClientSideConnection
 SCRIPT = [
     "Hello! Who are you, and what can you do without a network?",
     "My favourite fruit is the mango, and this project uses tabs for indentation.",
-    "What did I tell you in my previous message?",
+    # The offline model calls a tool when a line asks for it, so the loop shows without a key.
+    'What does the project README say?\n/tool read_file {"path": "README.md"}',
+    "What did I tell you two messages ago?",
 ]
 
 
@@ -28,6 +30,7 @@ class _PrintingClient:
 
     def __init__(self) -> None:
         self._open: str | None = None
+        self._titles: dict[str, str] = {}
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         kind = update.session_update
@@ -39,9 +42,11 @@ class _PrintingClient:
             }[kind]
             self._say(who, update.content.text)
         elif kind == "tool_call":
+            self._titles[update.tool_call_id] = update.title
             self._line(f"  [tool] {update.title} ({update.kind})")
         elif kind == "tool_call_update":
-            self._line(f"  [tool] {update.tool_call_id}: {update.status}")
+            title = self._titles.get(update.tool_call_id, update.tool_call_id)
+            self._line(f"  [tool] {title}: {update.status}")
         elif kind == "current_mode_update":
             self._line(f"  [mode] now {update.current_mode_id}")
 
@@ -139,6 +144,8 @@ def run_demo(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="acp-memory-demo-") as tmp:
         home = Path(args.home) if args.home else Path(tmp) / "home"
         cwd = Path(args.cwd).absolute() if args.cwd else Path(tmp) / "project"
-        cwd.mkdir(parents=True, exist_ok=True)
+        if not args.cwd:
+            cwd.mkdir(parents=True)
+            (cwd / "README.md").write_text("# demo project\nIndent with tabs.\n")
         asyncio.run(_demo(home, cwd))
     return 0

@@ -1,15 +1,32 @@
-"""The built-in offline model: deterministic, no network, no key."""
+"""The built-in offline model: deterministic, no network, no key.
+
+It answers from what it received and says plainly what it is. It also drives tools on request,
+so the whole loop can be seen without a provider: a line `/tool NAME {"arg": "value"}` in the
+user's message makes it call that tool (arguments default to {}), and once the results are back
+it reports them.
+"""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 
 import anyio
 
-from acp_memory.llm.types import ChatRequest, Finished, Message, StreamEvent, TextDelta, Usage
+from acp_memory.llm.types import (
+    ChatRequest,
+    Finished,
+    Message,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+    Usage,
+)
 
 _WORD = re.compile(r"\S+\s*")
+_DIRECTIVE = re.compile(r"^\s*/tool\s+(?P<name>[\w.-]+)\s*(?P<args>\{.*\})?\s*$", re.MULTILINE)
 _QUOTE_LIMIT = 400
 
 
@@ -19,25 +36,44 @@ class OfflineProvider:
     name = "offline"
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        text = compose_reply(request.messages)
+        conversation = [m for m in request.messages if m.role != "system" and not _is_context(m)]
+        calls = tool_calls_requested(conversation)
+        text = compose_reply(conversation) if not calls else _calling(calls)
         for piece in _WORD.findall(text):
             # A checkpoint per word keeps the stream cancellable and interleaved like a real one.
             await anyio.lowlevel.checkpoint()
             yield TextDelta(piece)
+        for call in calls:
+            yield ToolCallReady(call)
         usage = Usage(input_tokens=_count(request.messages), output_tokens=len(text) // 4)
-        yield Finished("stop", usage)
+        yield Finished("tool_calls" if calls else "stop", usage)
 
 
-def compose_reply(messages: list[Message]) -> str:
-    """The offline model's answer to a conversation."""
-    users = [m for m in messages if m.role == "user" and not _is_runtime_context(m)]
+def tool_calls_requested(conversation: list[Message]) -> list[ToolCall]:
+    """The `/tool` lines of the user's newest message, unless they were already answered."""
+    if not conversation or conversation[-1].role != "user":
+        return []
+    step = len(conversation)
+    return [
+        ToolCall(f"offline_{step}_{i}", m["name"], m["args"] or "{}")
+        for i, m in enumerate(_DIRECTIVE.finditer(conversation[-1].content))
+    ]
+
+
+def compose_reply(conversation: list[Message]) -> str:
+    """The offline model's answer: tool results when they just came back, else an echo."""
+    results = _trailing_results(conversation)
+    if results:
+        return "\n".join(
+            f"The tool {m.name} returned:\n{_clip(m.content, _QUOTE_LIMIT)}" for m in results
+        )
+    users = [m for m in conversation if m.role == "user"]
     last = users[-1].content.strip() if users else ""
-    quoted = last if len(last) <= _QUOTE_LIMIT else last[:_QUOTE_LIMIT] + "…"
     turn = len(users)
     lines = [
         "I am the built-in offline model of acp-memory: no network and no API key, "
         "so I can only answer from what I received.",
-        f'You said: "{quoted}"' if quoted else "Your message was empty.",
+        f'You said: "{_clip(last, _QUOTE_LIMIT)}"' if last else "Your message was empty.",
         f"This is message {turn} of our conversation.",
     ]
     if turn > 1:
@@ -45,8 +81,29 @@ def compose_reply(messages: list[Message]) -> str:
     return "\n".join(lines)
 
 
-def _is_runtime_context(message: Message) -> bool:
-    return message.content.lstrip().startswith("<turn_context>")
+def _calling(calls: list[ToolCall]) -> str:
+    names = ", ".join(f"{c.name} {json.dumps(_args(c))}" for c in calls)
+    return f"Calling {names}."
+
+
+def _args(call: ToolCall) -> object:
+    try:
+        return json.loads(call.arguments)
+    except ValueError:
+        return call.arguments
+
+
+def _trailing_results(conversation: list[Message]) -> list[Message]:
+    results: list[Message] = []
+    for m in reversed(conversation):
+        if m.role != "tool":
+            break
+        results.append(m)
+    return results[::-1]
+
+
+def _is_context(message: Message) -> bool:
+    return message.role == "user" and message.content.lstrip().startswith("<turn_context>")
 
 
 def _clip(text: str, limit: int = 120) -> str:

@@ -94,3 +94,19 @@ async def test_prompts_in_two_sessions_run_at_the_same_time(cfg, paths):
                 )
             provider.release.set()
         assert ed.client.text(a) == ed.client.text(b) == "partial done"
+
+
+async def test_the_offline_model_drives_a_tool_through_the_loop(cfg, paths):
+    (paths.cwd / "hello.txt").write_text("hi from disk")
+    async with in_process_agent(cfg, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+        resp = await ed.conn.prompt(
+            session_id=sid, prompt=[text_block('/tool read_file {"path": "hello.txt"}')]
+        )
+        kinds = ed.client.kinds(sid)
+        reply = ed.client.text(sid)
+    assert resp.stop_reason == "end_turn"
+    assert kinds.index("tool_call") < kinds.index("tool_call_update")
+    assert "read_file returned" in reply and "hi from disk" in reply
+    stored = json.loads((paths.sessions_dir / sid / "messages.json").read_text())["messages"]
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
