@@ -79,13 +79,19 @@ class Connection:
                     async for line in read_lines(self._receive, self._max_line):
                         await self._on_line(line, tg)
                     # Requests already read still get their answers: the owner stops long
-                    # work (turns) and we give the rest a bounded time to finish.
+                    # work (turns), answers we wait for will never come, and the rest get a
+                    # bounded time to finish.
                     self._on_input_closed()
+                    self._fail_pending()
                     tg.cancel_scope.deadline = anyio.current_time() + self._drain_seconds
                 await self._outbox.aclose()
         finally:
-            self._closed = True
-            for pending in self._pending.values():
+            self._fail_pending()
+
+    def _fail_pending(self) -> None:
+        self._closed = True
+        for pending in self._pending.values():
+            if not pending.done.is_set():
                 pending.error = RpcError(INTERNAL_ERROR, "connection closed")
                 pending.done.set()
 
@@ -109,7 +115,12 @@ class Connection:
         await self._post({"jsonrpc": "2.0", "method": method, "params": params})
 
     async def _post(self, message: Any) -> None:
-        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        try:
+            data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+        except UnicodeEncodeError:
+            # A lone surrogate (legal in JSON text, not in UTF-8) echoed from the input:
+            # \u escapes carry it as the peer sent it.
+            data = json.dumps(message, separators=(",", ":")).encode()
         try:
             await self._outbox.send(data + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -162,18 +173,23 @@ class Connection:
             )
             if response is not None:
                 await self._post(response)
+        except Exception:
+            # One request must never take the connection (and the process) down with it.
+            log.exception("failed to answer a request")
         finally:
             self._slots.release()
 
     def _resolve(self, message: dict[str, Any]) -> None:
-        pending = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+        msg_id = message.get("id")
+        pending = self._pending.get(msg_id) if isinstance(msg_id, int) else None
         if pending is None:
-            log.warning("response to an unknown request id %r", message.get("id"))
+            log.warning("response to an unknown request id %r", msg_id)
             return
         error = message.get("error")
         if isinstance(error, dict):
+            code = error.get("code")
             pending.error = RpcError(
-                int(error.get("code", INTERNAL_ERROR)),
+                code if isinstance(code, int) else INTERNAL_ERROR,
                 str(error.get("message", "")),
                 error.get("data"),
             )

@@ -9,8 +9,7 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-# ACP's own codes.
-AUTH_REQUIRED = -32000
+# ACP's own code for an unknown session (or other resource).
 RESOURCE_NOT_FOUND = -32002
 
 
@@ -22,9 +21,3 @@ class RpcError(Exception):
         self.code = code
         self.message = message
         self.data = data
-
-    def to_json(self) -> dict[str, Any]:
-        err: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            err["data"] = self.data
-        return err

@@ -20,6 +20,7 @@ from pathlib import Path
 from acp_memory.memory.analyze import Query, analyze, document_terms, tokens
 from acp_memory.memory.roots import is_note_name
 from acp_memory.memory.watch import Watcher
+from acp_memory.paths import resolves_inside
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ class RootIndex:
                         if entry.is_dir(follow_symlinks=False):
                             stack.append((entry.path, child))
                         elif is_note_name(entry.name) and entry.is_file():
-                            if entry.is_symlink() and not _inside(entry.path, real_root):
+                            if entry.is_symlink() and not resolves_inside(entry.path, real_root):
                                 continue
                             st = entry.stat()
                             yield child, (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -198,7 +199,7 @@ class RootIndex:
     def _stat(self, rel: str) -> Stat | None:
         path = self.root / rel
         try:
-            if path.is_symlink() and not _inside(str(path), self.root.resolve()):
+            if path.is_symlink() and not resolves_inside(path, self.root.resolve()):
                 return None
             st = path.stat()
         except OSError:
@@ -282,11 +283,6 @@ class RootIndex:
                     # Scoring every partial match is also the slow part (bench/search.py).
                     break
         return sorted(found.values(), key=lambda c: (c.tier, -c.score, c.rel))[:limit]
-
-
-def _inside(path: str, real_root: Path) -> bool:
-    real = Path(path).resolve()
-    return real == real_root or real_root in real.parents
 
 
 _REGISTRY: dict[tuple[Path, Path], RootIndex] = {}

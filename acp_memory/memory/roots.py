@@ -12,6 +12,7 @@ from urllib.parse import unquote
 
 from acp_memory.config import Config, Paths
 from acp_memory.config.loader import expand
+from acp_memory.paths import resolves_inside
 
 SCOPES = ("global", "project")
 NOTE_SUFFIXES = (".md", ".txt")
@@ -91,8 +92,8 @@ def check_relative(rel: str) -> tuple[str, ...]:
 
 
 def _check_plain(rel: str, shown: str) -> None:
-    if any(unicodedata.category(ch) == "Cc" for ch in rel):
-        raise MemoryPathError(f"{shown!r} contains NUL or control characters")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in rel):
+        raise MemoryPathError(f"{shown!r} contains NUL, control or unpaired surrogate characters")
     if "\\" in rel:
         raise MemoryPathError(f"{shown!r} contains a backslash; separate folders with '/'")
     if rel.startswith("/") or rel.startswith("~"):
@@ -106,10 +107,6 @@ def _check_plain(rel: str, shown: str) -> None:
             raise MemoryPathError(f"{shown!r} names a hidden entry ({part!r}); those are not notes")
         if len(part.encode("utf-8")) > 255:
             raise MemoryPathError(f"a segment of {shown!r} is longer than 255 bytes")
-
-
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 @dataclass(frozen=True)
@@ -155,8 +152,7 @@ class Roots:
 
 def ensure_inside(loc: Location) -> None:
     """Refuse a location whose real path (after symlinks) is outside its real root."""
-    real_root = loc.root.resolve()
-    if not _inside(loc.path.resolve(), real_root):
+    if not resolves_inside(loc.path, loc.root.resolve()):
         raise MemoryPathError(f"{loc.display} resolves outside the {loc.scope} root (symlink)")
 
 
@@ -185,7 +181,7 @@ def visible_entries(folder: Location) -> Iterator[Entry]:
                 is_dir = entry.is_dir()
                 if not is_dir and not is_note_name(entry.name):
                     continue
-                if entry.is_symlink() and not _inside(Path(entry.path).resolve(), real_root):
+                if entry.is_symlink() and not resolves_inside(entry.path, real_root):
                     continue
                 st = entry.stat()
             except OSError:

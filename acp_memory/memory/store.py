@@ -134,7 +134,8 @@ class MemoryStore:
         title_red = redact(title.strip())
         if not title_red.text:
             raise NoteError("the title is empty; give the note a short descriptive title")
-        rel = (relative_path or "").strip().strip("/")
+        # Only trailing slashes go: a leading one makes the path absolute, which is refused.
+        rel = (relative_path or "").strip().rstrip("/")
         if not is_note_name(rel.rsplit("/", 1)[-1]):
             rel = f"{rel}/{name_from_title(title_red.text)}" if rel else name_from_title(
                 title_red.text

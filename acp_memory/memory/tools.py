@@ -100,6 +100,8 @@ class MemoryTool:
             return ToolResult(f"Error: {exc}", is_error=True)
         except OSError as exc:
             return ToolResult(f"Error: {self.name} failed: {exc.strerror or exc}", is_error=True)
+        except (ValueError, RuntimeError) as exc:  # e.g. text no file system can hold
+            return ToolResult(f"Error: {self.name} failed: {exc}", is_error=True)
         return ToolResult(text)
 
 

@@ -50,7 +50,7 @@ class Session:
     def save(self) -> None:
         """Write session.json and messages.json (each atomically)."""
         self.save_record()
-        self._save_messages()
+        self._save_messages(self.messages)
 
     def save_record(self) -> None:
         """Write session.json, stamping updatedAt."""
@@ -63,15 +63,17 @@ class Session:
         session.json is rewritten once per user message (activity time, title), not for every
         assistant or tool message: each write is an fsync on the turn's critical path.
         """
+        # Written before it joins the list: a message that cannot be stored must not stay in
+        # memory, where every later write of the transcript would trip over it again.
+        self._save_messages([*self.messages, message])
         self.messages.append(message)
-        self._save_messages()
         if message.role == "user":
             if not self.record.title:
                 self.record.title = _title_from(message.content)
             self.save_record()
 
-    def _save_messages(self) -> None:
-        write_json_atomic(self.dir / MESSAGES_FILE, Transcript(messages=self.messages).dump())
+    def _save_messages(self, messages: list[TranscriptMessage]) -> None:
+        write_json_atomic(self.dir / MESSAGES_FILE, Transcript(messages=messages).dump())
 
     def subagents_dir(self) -> Path:
         return self.dir / SUBAGENTS_DIR

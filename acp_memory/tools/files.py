@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from acp_memory.paths import resolves_inside
 from acp_memory.tools.base import ToolContext, ToolError, ToolKind, ToolResult
 
 _MAX_READ_BYTES = 256 * 1024
@@ -13,10 +14,10 @@ _MAX_READ_BYTES = 256 * 1024
 
 def _inside(ctx: ToolContext, rel: str) -> Path:
     root = ctx.cwd.resolve()
-    target = (root / rel).resolve()
-    if target != root and root not in target.parents:
-        raise ToolError(f"{rel!r} is outside the working directory {root}")
-    return target
+    target = root / rel
+    if not resolves_inside(target, root):
+        raise ToolError(f"{rel!r} is outside the working directory {root} or not a usable path")
+    return target.resolve()
 
 
 class ReadFile:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -10,6 +11,8 @@ import jsonschema
 
 from acp_memory.llm.types import ToolSpec
 from acp_memory.tools.base import Tool, ToolContext, ToolError, ToolResult
+
+log = logging.getLogger(__name__)
 
 
 class ToolRegistry:
@@ -54,6 +57,10 @@ class ToolRegistry:
             return await tool.run(args, ctx)
         except ToolError as exc:
             return ToolResult(f"Error: {exc}", is_error=True)
+        except Exception as exc:
+            # A tool's own bug must not end the turn: the model reads the failure and goes on.
+            log.exception("tool %s failed", name)
+            return ToolResult(f"Error: {name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
 
 def tool_locations(tool: Tool, args: Mapping[str, Any], ctx: ToolContext) -> list[str]:

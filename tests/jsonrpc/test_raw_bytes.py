@@ -206,3 +206,46 @@ async def test_a_batch_is_answered_as_a_batch(cfg, paths):
         await peer.send_json([INIT, {**INIT, "id": 2}])
         resp = await peer.recv()
         assert sorted(r["id"] for r in resp) == [1, 2]
+
+
+async def test_a_lone_surrogate_in_a_session_id_gets_an_answer_and_the_server_stays_up(cfg, paths):
+    async with raw_agent(cfg, paths) as peer:
+        await peer.send(
+            b'{"jsonrpc":"2.0","id":8,"method":"session/prompt","params":'
+            b'{"sessionId":"\\ud800","prompt":[{"type":"text","text":"hi"}]}}\n'
+        )
+        resp = await peer.recv()
+        assert resp["id"] == 8 and resp["error"]["code"] == -32002
+        await _still_serving(peer)
+
+
+async def test_a_lone_surrogate_in_a_prompt_is_stored_and_the_session_goes_on(cfg, paths):
+    async with raw_agent(cfg, paths) as peer:
+        new = await peer.call("session/new", {"cwd": str(paths.cwd), "mcpServers": []})
+        sid = new["result"]["sessionId"]
+        for n, text in enumerate(["bad \\ud800 text", "fine text"]):
+            await peer.send(
+                b'{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"%s",'
+                b'"prompt":[{"type":"text","text":"%s"}]}}\n'
+                % (10 + n, sid.encode(), text.encode())
+            )
+            while "result" not in (msg := await peer.recv()):
+                assert msg.get("method") == "session/update", msg
+            assert msg["result"]["stopReason"] == "end_turn"
+    stored = json.loads((paths.sessions_dir / sid / "messages.json").read_text())["messages"]
+    assert [m["content"] for m in stored if m["role"] == "user"] == ["bad \ufffd text", "fine text"]
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {"jsonrpc": "2.0", "id": [1], "result": 1},
+        {"jsonrpc": "2.0", "id": {"x": 1}, "error": {"code": "bad", "message": "m"}},
+        {"jsonrpc": "2.0", "id": 424242, "result": "nobody asked"},
+    ],
+    ids=["unhashable-id", "object-id-string-code", "unknown-id"],
+)
+async def test_a_stray_or_malformed_response_is_ignored(cfg, paths, response):
+    async with raw_agent(cfg, paths) as peer:
+        await peer.send_json(response)
+        await _still_serving(peer, msg_id=12)

@@ -104,3 +104,38 @@ async def test_list_without_path_shows_both_roots_and_missing_folder_is_empty(
     assert "global: is empty" in both.text and "project: is empty" in both.text
     missing = await call(tools, "memory_list", path="project:no/such/folder")
     assert not missing.is_error and "is empty" in missing.text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("relative_path", ["/etc", "/etc/abs.md", "../up", "a\\b"])
+async def test_save_refuses_an_escaping_relative_path_and_writes_nothing(
+    tools: dict[str, Tool], roots, relative_path: str
+) -> None:
+    result = await call(
+        tools, "memory_save", title="t", body="b", scope="global", relative_path=relative_path
+    )
+    assert result.is_error
+    assert not roots.global_root.exists() or not any(roots.global_root.rglob("*.md"))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("memory_read", {"path": "global:a\ud800.md"}),
+        ("memory_save", {"title": "t", "body": "bad \ud800 body", "scope": "global"}),
+    ],
+)
+async def test_text_no_file_system_can_hold_is_a_tool_error(
+    tools: dict[str, Tool], name: str, args: dict[str, str]
+) -> None:
+    result = await tools[name].run(args, CTX)
+    assert result.is_error and result.text.startswith("Error")
+
+
+@pytest.mark.anyio
+async def test_a_symlink_loop_is_a_tool_error(tools: dict[str, Tool], roots) -> None:
+    roots.global_root.mkdir(parents=True)
+    (roots.global_root / "loop.md").symlink_to(roots.global_root / "loop.md")
+    result = await call(tools, "memory_read", path="global:loop.md")
+    assert result.is_error
