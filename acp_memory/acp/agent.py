@@ -118,7 +118,7 @@ class AcpAgent:
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(NewSessionRequest, params)
         cwd = _absolute(req.cwd)
-        servers = [s.dump() for s in req.mcp_servers]
+        servers = [s.stored() for s in req.mcp_servers]
         session = self.store.create(
             cwd=cwd, model_id=self.cfg.default_model_id(), mcp_servers=servers
         )

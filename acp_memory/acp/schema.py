@@ -40,9 +40,20 @@ class AuthenticateRequest(Wire):
 
 
 class McpServer(Wire):
-    """Kept as given in the bundle; only the name is required of every transport."""
+    """Kept in the bundle; only the name is required of every transport."""
 
     name: str
+
+    def stored(self) -> dict[str, Any]:
+        """The server as the bundle keeps it: env and header values (credentials) masked."""
+        data = self.dump()
+        for key in ("env", "headers"):
+            if isinstance(data.get(key), list):
+                data[key] = [
+                    {**item, "value": "[REDACTED]"} if isinstance(item, dict) else item
+                    for item in data[key]
+                ]
+        return data
 
 
 class NewSessionRequest(Wire):

@@ -112,7 +112,8 @@ class Endpoint:
                 seen = True
                 if last(event):
                     # Reading the body to its end lets the connection go back to the pool.
-                    with anyio.move_on_after(_DRAIN_S):
+                    # A server that hangs up early only costs the pooled connection.
+                    with anyio.move_on_after(_DRAIN_S), suppress(httpx.HTTPError):
                         async for _ in lines:
                             pass
                     yield event

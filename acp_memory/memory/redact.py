@@ -59,9 +59,14 @@ _ASSIGN = (
     r"(?P<name>(?<![A-Za-z0-9])[A-Za-z0-9_.-]*?(?:{names}){tail}"
     # "password for the staging db: ...", "пароль от почты: ..."
     r"(?:\s+(?:for|to|of|at|on|от|для|к|на)(?:\s+[\w.@-]+){1,3}(?=\s*:))?)"
-    r"(?P<sep>[\"']?\s*(?:=|:|=>|:=)\s*(?:[\"'`]?)(?:Bearer\s+|Basic\s+|Token\s+)?)"
-    r"(?P<value>(?!\[REDACTED:)[^\s\"'`,;)}\]]+)"
+    r"(?P<sep>[\"']?\s*(?:=|:|=>|:=)\s*)"
+    # A quoted value is taken whole, spaces included; an unquoted one up to {stop}.
+    r"(?:(?P<q>[\"'`])(?P<qvalue>(?!\[REDACTED:)[^\r\n]*?)(?P=q)"
+    r"|(?P<scheme>(?:Bearer|Basic|Token)\s+)?(?P<value>(?!\[REDACTED:){stop}))"
 )
+# Tokens and keys never hold spaces; a password may, so unquoted it runs to the end of line.
+_WORD_VALUE = r"[^\s\"'`,;)}\]]+"
+_LINE_VALUE = r"[^\r\n]*[^\s\"'`,;]"
 _PLACEHOLDER = re.compile(
     r"^(?:<[^>]*>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%\(?[A-Za-z_]+\)?s?|\{\{.*\}\}|\*+|x{3,}|"
     r"\.{3}|none|null|nil|true|false|undefined|str|string|int|bytes|optional\[?.*|"
@@ -120,7 +125,9 @@ def looks_random(value: str) -> bool:
 
 
 def _plausible_password(value: str) -> bool:
-    return len(value) >= 3 and not _not_a_value(value)
+    # A value that runs on ("str | None = None") is judged by its first word as well.
+    first = value.split(maxsplit=1)[0] if value.strip() else value
+    return len(value) >= 3 and not _not_a_value(value) and not _not_a_value(first)
 
 
 def _plausible_token(value: str) -> bool:
@@ -131,13 +138,13 @@ def _plausible_token(value: str) -> bool:
     )
 
 
-def _assign(names: str) -> re.Pattern[str]:
+def _assign(names: str, stop: str = _WORD_VALUE) -> re.Pattern[str]:
     pattern = _ASSIGN.replace("{names}", names).replace("{tail}", _NAME_TAIL)
-    return re.compile(pattern, re.IGNORECASE)
+    return re.compile(pattern.replace("{stop}", stop), re.IGNORECASE)
 
 
 _RULES: list[tuple[str, re.Pattern[str], Callable[[str], bool]]] = [
-    ("password", _assign(_PASSWORD_NAMES), _plausible_password),
+    ("password", _assign(_PASSWORD_NAMES, _LINE_VALUE), _plausible_password),
     ("token", _assign(_TOKEN_NAMES), _plausible_token),
     ("secret", _assign(_SECRETISH_NAMES), looks_random),
 ]
@@ -161,10 +168,13 @@ def redact(text: str) -> Redaction:
     for kind, pattern, plausible in _RULES:
         def assign(m: re.Match[str], kind: str = kind, plausible: Callable[[str], bool] = plausible
                    ) -> str:
-            if not plausible(m.group("value")):
+            quote = m.group("q") or ""
+            value = m.group("qvalue") if quote else m.group("value")
+            if not plausible(value):
                 return m.group(0)
             removed[kind] += 1
-            return m.group("name") + m.group("sep") + MARK.format(kind)
+            kept = m.group("name") + m.group("sep") + quote + (m.group("scheme") or "")
+            return kept + MARK.format(kind) + quote
 
         text = pattern.sub(assign, text)
     return Redaction(text, removed)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 from acp import RequestError, text_block
-from acp.schema import McpServerStdio
+from acp.schema import EnvVariable, McpServerStdio
 from harness import in_process_agent
 
 from acp_memory.sessions.store import SessionStore
@@ -16,7 +16,12 @@ pytestmark = pytest.mark.anyio
 async def test_new_session_writes_a_bundle_with_the_design_fields(cfg, paths):
     async with in_process_agent(cfg, paths) as ed:
         await ed.conn.initialize(protocol_version=1)
-        server = McpServerStdio(name="files", command="/usr/bin/mcp-files", args=["--ro"], env=[])
+        server = McpServerStdio(
+            name="files",
+            command="/usr/bin/mcp-files",
+            args=["--ro"],
+            env=[EnvVariable(name="GITHUB_TOKEN", value="ghp_supersecretvalue")],
+        )
         resp = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[server])
     sid = resp.session_id
     assert sid.startswith("sess_") and len(sid) == 29
@@ -26,6 +31,9 @@ async def test_new_session_writes_a_bundle_with_the_design_fields(cfg, paths):
     assert record["mode"] == "agent" and record["selectedModelId"] == "offline/default"
     assert record["version"] == 1 and "updatedAt" in record and record["agentMemory"] == ""
     assert record["mcpServers"][0]["command"] == "/usr/bin/mcp-files"
+    # Credentials handed to MCP servers are never written to disk.
+    assert record["mcpServers"][0]["env"] == [{"name": "GITHUB_TOKEN", "value": "[REDACTED]"}]
+    assert "ghp_supersecretvalue" not in (paths.sessions_dir / sid / "session.json").read_text()
     messages = json.loads((paths.sessions_dir / sid / "messages.json").read_text())
     assert messages == {"version": 1, "messages": []}
 

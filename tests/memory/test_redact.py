@@ -75,3 +75,16 @@ def test_save_redacts_before_writing_and_says_what_was_removed(store: MemoryStor
 def test_secret_in_a_title_never_reaches_the_file_name(store: MemoryStore) -> None:
     result = store.save(f"token {GH}", "body", "global")
     assert GH.lower() not in result.path.lower()
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('password = "my secret pass"', 'password = "[REDACTED:password]"'),
+        ("password: correct horse battery staple", "password: [REDACTED:password]"),
+        ("DB_PASSWORD='Tr0ub4dor&3 x'", "DB_PASSWORD='[REDACTED:password]'"),
+        ("password: str | None = None", "password: str | None = None"),
+    ],
+)
+def test_passwords_with_spaces_are_redacted_whole(line: str, expected: str) -> None:
+    assert redact(line).text == expected
