@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Literal
 
 from acp_memory.config import Config, ConfigError, Paths, resolve_paths
 from acp_memory.config.loader import load_env_file, parse_config, read_raw, unknown_keys
+from acp_memory.llm.registry import api_key, key_variable
 
 Level = Literal["error", "warning", "ok"]
 
@@ -24,7 +24,7 @@ class Finding:
         return f"{self.level}: {self.text}"
 
 
-def check(paths: Paths, *, explicit: bool) -> list[Finding]:
+def check(paths: Paths, *, explicit: bool, sessions_dir: str | None = None) -> list[Finding]:
     """Every finding about the config file and the folders it names."""
     findings: list[Finding] = []
     load_env_file(paths.env_file)
@@ -50,12 +50,13 @@ def check(paths: Paths, *, explicit: bool) -> list[Finding]:
         findings.append(Finding("ok", f"config {paths.config_file} parsed"))
         findings += [Finding("warning", f"unknown key {key}") for key in unknown_keys(cfg)]
     findings += _model_findings(cfg)
+    # The same precedence as a real run: --sessions-dir, then sessions.dir, then the home.
     paths = resolve_paths(
         home=str(paths.home),
-        sessions_dir=cfg.sessions.dir or None,
-        cfg=cfg,
         config=str(paths.config_file),
+        sessions_dir=sessions_dir,
         cwd=str(paths.cwd),
+        cfg=cfg,
     )
     for label, folder in (("home", paths.home), ("sessions folder", paths.sessions_dir)):
         problem = _unwritable(folder)
@@ -99,10 +100,12 @@ def _model_findings(cfg: Config) -> list[Finding]:
                 Finding("error", f"{key}: {model_id!r} names no configured provider {provider!r}")
             )
     for p in cfg.providers:
-        env = f"{p.name.upper()}_API_KEY"
-        if p.type != "offline" and not p.api_key and not os.environ.get(env):
+        if p.type != "offline" and not p.api_base and not api_key(p):
             found.append(
-                Finding("warning", f"provider {p.name!r} has no api_key and ${env} is unset")
+                Finding(
+                    "warning",
+                    f"provider {p.name!r} has no key: set its api_key or ${key_variable(p)}",
+                )
             )
     return found
 
@@ -122,7 +125,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     paths = resolve_paths(
         home=args.home, config=args.config, sessions_dir=args.sessions_dir, cwd=args.cwd
     )
-    findings = check(paths, explicit=args.config is not None)
+    findings = check(paths, explicit=args.config is not None, sessions_dir=args.sessions_dir)
     for f in findings:
         print(f)
     errors = sum(f.level == "error" for f in findings)

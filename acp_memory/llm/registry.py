@@ -164,11 +164,16 @@ def resolve_provider(config: Config, model_id: str) -> ProviderConfig:
     return found
 
 
+def key_variable(provider: ProviderConfig) -> str:
+    """The environment variable named after a provider: <NAME>_API_KEY."""
+    return re.sub(r"[^A-Z0-9]", "_", provider.name.upper()) + "_API_KEY"
+
+
 def api_key(provider: ProviderConfig) -> str:
     """The provider's key: its api_key, else <NAME>_API_KEY, else OPENAI_/ANTHROPIC_API_KEY."""
     if provider.api_key:
         return provider.api_key
-    names = [re.sub(r"[^A-Z0-9]", "_", provider.name.upper()) + "_API_KEY"]
+    names = [key_variable(provider)]
     if provider.type in _OFFICIAL_HOSTS:
         names.append(f"{provider.type.upper()}_API_KEY")
     for name in names:
@@ -182,7 +187,7 @@ class _MissingKey:
 
     def __init__(self, provider: ProviderConfig) -> None:
         self.name = provider.name
-        self._env = re.sub(r"[^A-Z0-9]", "_", provider.name.upper()) + "_API_KEY"
+        self._env = key_variable(provider)
         self._host = _OFFICIAL_HOSTS.get(provider.type, "")
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:

@@ -9,8 +9,13 @@ import pytest
 from acp_memory.cli import build_parser
 
 
-def _run(*args: str, home, timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ACP_MEMORY_HOME": str(home)}
+def _run(
+    *args: str, home, timeout: float = 60, env_extra: dict[str, str] | None = None, **kw
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ACP_MEMORY_HOME": str(home), **(env_extra or {})}
+    for name in ("OPENAI_API_KEY", "MY_OPENAI_API_KEY"):
+        if name not in (env_extra or {}):
+            env.pop(name, None)
     return subprocess.run(
         [sys.executable, "-m", "acp_memory", *args],
         capture_output=True,
@@ -90,3 +95,20 @@ def test_demo_runs_a_scripted_session_on_the_offline_model(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "offline model" in done.stdout
     assert "session/new" in done.stdout and "replays" in done.stdout
+
+
+def test_doctor_checks_the_sessions_folder_the_flag_names(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    done = _run("doctor", "--sessions-dir", str(blocker / "sessions"), home=tmp_path / "home")
+    assert done.returncode == 1 and f"sessions folder {blocker / 'sessions'}" in done.stdout
+
+
+def test_doctor_finds_a_key_under_the_providers_own_variable(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("providers: [{name: my-openai, type: openai}]\n")
+    env_key = {"MY_OPENAI_API_KEY": "sk-x"}
+    done = _run("doctor", "--config", str(cfg), home=tmp_path / "home", env_extra=env_key)
+    assert "has no key" not in done.stdout
+    done = _run("doctor", "--config", str(cfg), home=tmp_path / "home")
+    assert "MY_OPENAI_API_KEY" in done.stdout
