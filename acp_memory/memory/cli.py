@@ -96,7 +96,7 @@ def _edit(store: MemoryStore, path: str) -> int:
     from acp_memory.memory.store import NoteError
     from acp_memory.memory.tools import format_save
 
-    loc = store.locate(path)
+    loc = store.note_location(path)  # refuse a bad path before anyone types anything
     try:
         original = store.read(path)[1]
     except NoteError:
@@ -118,7 +118,7 @@ def _edit(store: MemoryStore, path: str) -> int:
         print(f"{loc.display}: no changes")
         return 0
     try:
-        result = store.write(path, edited)
+        result = store.write(path, edited, if_unchanged=original)
     except NoteError as exc:
         print(f"acp-memory notes: {exc}\nyour text is kept in {tmp}", file=sys.stderr)
         return 1

@@ -85,7 +85,7 @@ class MemoryStore:
 
     def read(self, path: str) -> tuple[Location, str]:
         """The whole text of a note."""
-        loc = self._note(path)
+        loc = self.note_location(path)
         if loc.path.is_dir():
             raise NoteError(f"{loc.display} is a folder; list it to see its notes")
         try:
@@ -144,9 +144,20 @@ class MemoryStore:
             raise NoteError(f"unknown scope {scope!r}; save into global or project")
         return self.write(f"{scope}:{rel}", body, extra=title_red)
 
-    def write(self, path: str, content: str, extra: Redaction | None = None) -> SaveResult:
-        """Write a note's whole content at path (created or replaced), after redaction."""
-        loc = self._note(path)
+    def write(
+        self,
+        path: str,
+        content: str,
+        extra: Redaction | None = None,
+        *,
+        if_unchanged: str | None = None,
+    ) -> SaveResult:
+        """Write a note's whole content at path (created or replaced), after redaction.
+
+        With if_unchanged (the text the caller started from, "" for a new note), the write is
+        refused when someone else changed the note in the meantime.
+        """
+        loc = self.note_location(path)
         red = redact(content)
         if extra is not None:
             red.removed.update(extra.removed)
@@ -165,9 +176,15 @@ class MemoryStore:
             if loc.path.is_dir():
                 raise NoteError(f"{loc.display} is a folder; choose a note path ending in .md")
             try:
-                previous: int | None = loc.path.stat().st_size
+                current: bytes | None = loc.path.read_bytes()
             except FileNotFoundError:
-                previous = None
+                current = None
+            if if_unchanged is not None and (current or b"") != if_unchanged.encode("utf-8"):
+                raise NoteError(
+                    f"{loc.display} was changed by someone else since you opened it; "
+                    "nothing was written"
+                )
+            previous = len(current) if current is not None else None
             write_atomic(loc.path, data)
         return SaveResult(loc.display, previous is not None, len(data), previous, red)
 
@@ -192,7 +209,8 @@ class MemoryStore:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _note(self, path: str) -> Location:
+    def note_location(self, path: str) -> Location:
+        """The checked location of a note path (refused unless it ends in .md or .txt)."""
         loc = self.locate(path)
         if not loc.is_note_path:
             raise NoteError(

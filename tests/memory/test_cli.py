@@ -89,3 +89,32 @@ def test_edit_goes_through_redaction_and_the_size_limit(
     code, _, err = run("edit", "global:infra/deploy.md")
     assert code == 1 and "over the limit" in err and "kept in" in err
     assert (tmp_path / "h" / "memory" / "infra" / "deploy.md").read_text() == text
+
+
+def test_edit_never_overwrites_a_change_made_while_the_editor_was_open(
+    run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    seed(tmp_path)
+    note = tmp_path / "h" / "memory" / "infra" / "deploy.md"
+    script = tmp_path / "racing-editor.py"
+    script.write_text(
+        "import sys\n"
+        f"open({str(note)!r}, 'w').write('saved by the memory agent meanwhile')\n"
+        "open(sys.argv[1], 'w').write('my edit')\n"
+    )
+    monkeypatch.setenv("VISUAL", f"{sys.executable} {script}")
+    code, _, err = run("edit", "global:infra/deploy.md")
+    assert code == 1 and "changed by someone else" in err and "kept in" in err
+    assert note.read_text() == "saved by the memory agent meanwhile"
+
+
+def test_edit_refuses_a_bad_path_before_starting_the_editor(
+    run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    marker = tmp_path / "editor-ran"
+    script = tmp_path / "editor.py"
+    script.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    monkeypatch.setenv("VISUAL", f"{sys.executable} {script}")
+    code, _, err = run("edit", "global:notes.json")
+    assert code == 1 and "not a note path" in err
+    assert not marker.exists()
