@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,10 +58,17 @@ class DeleteResult:
 class MemoryStore:
     """The notes of a global and a project root, with search backed by a cache-folder index."""
 
-    def __init__(self, roots: Roots, cache_dir: Path, max_note_bytes: int = 16 * 1024) -> None:
+    def __init__(
+        self,
+        roots: Roots,
+        cache_dir: Path,
+        max_note_bytes: int = 16 * 1024,
+        lock_timeout: float = 10.0,
+    ) -> None:
         self.roots = roots
         self.cache_dir = cache_dir
         self.max_note_bytes = max_note_bytes
+        self.lock_timeout = lock_timeout  # seconds a write waits for another process's lock
 
     @classmethod
     def from_config(cls, cfg: Config, paths: Paths, cwd: Path | None = None) -> MemoryStore:
@@ -231,10 +239,27 @@ class MemoryStore:
         loc.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(loc.root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _acquire(fd, loc.scope, self.lock_timeout)
             yield
         finally:
             os.close(fd)  # closing releases the lock
+
+
+def _acquire(fd: int, scope: str, timeout: float) -> None:
+    # Polled rather than blocking: a process that holds the lock forever (stopped in a
+    # debugger, say) must cost a clear error, not a hung tool.
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise NoteError(
+                    f"the {scope} root is locked by another process; nothing was written, "
+                    "try again"
+                ) from None
+            time.sleep(0.005)
 
 
 def _notes_under(folder: Path) -> Iterator[Path]:

@@ -95,7 +95,11 @@ class MemoryTool:
         try:
             # Search may (re)build the index and every write waits on a file lock: keep the
             # event loop free.
-            text = await anyio.to_thread.run_sync(self.handler, args)
+            # A cancelled read is abandoned at once; a write runs to its end, so a note is
+            # either saved whole or not at all, never left to a thread nobody waits for.
+            text = await anyio.to_thread.run_sync(
+                self.handler, args, abandon_on_cancel=self.read_only
+            )
         except (NoteError, MemoryPathError) as exc:
             return ToolResult(f"Error: {exc}", is_error=True)
         except OSError as exc:

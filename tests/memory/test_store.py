@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 from pathlib import Path
 
 import pytest
 
 from acp_memory.memory.naming import MAX_NAME_CHARS, name_from_title
+from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import LOCK_NAME, MemoryStore, NoteError
 
 
@@ -148,3 +151,20 @@ def test_lock_file_is_a_hidden_file_in_the_root(store: MemoryStore) -> None:
     store.save("x", "y", "global")
     assert (store.roots.global_root / LOCK_NAME).exists()
     assert [e.loc.display for e in store.list_dir("global:")[1]] == ["global:x.md"]
+
+
+def test_a_root_locked_by_another_process_is_a_clear_error_not_a_hang(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    root.mkdir()
+    store = MemoryStore(Roots(root), tmp_path / "cache", lock_timeout=0.05)
+    holder = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT)
+    try:
+        # flock locks belong to the open file: a second open in this process contends too.
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        with pytest.raises(NoteError, match="locked by another process"):
+            store.write("global:a.md", "text")
+        assert not (root / "a.md").exists()
+    finally:
+        os.close(holder)
+    store.write("global:a.md", "text")
+    assert (root / "a.md").read_text() == "text"
