@@ -97,9 +97,14 @@ async def spawn_agent(client: Any, home: Path, cwd: Path) -> AsyncIterator[Clien
     try:
         yield conn
     finally:
-        proc.stdin.close()
-        await asyncio.wait_for(proc.wait(), 20)
-        await conn.close()
+        proc.stdin.close()  # end of input: the agent finishes and exits by itself
+        try:
+            await asyncio.wait_for(proc.wait(), 20)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        finally:
+            await conn.close()
 
 
 async def _demo(home: Path, cwd: Path) -> None:

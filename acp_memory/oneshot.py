@@ -6,11 +6,12 @@ import sys
 
 import anyio
 
-from acp_memory.acp.server import build_agent
+from acp_memory.acp.server import build_engine
 from acp_memory.config import Config, Paths
 from acp_memory.engine.events import AgentText, ToolCallFinished, ToolCallStarted, TurnEvent
 from acp_memory.llm.registry import ProviderHub, UnknownModelError
 from acp_memory.llm.types import LLMError
+from acp_memory.sessions.store import SessionStore
 
 
 def run_print_mode(cfg: Config, paths: Paths, text: str) -> int:
@@ -27,10 +28,12 @@ def run_print_mode(cfg: Config, paths: Paths, text: str) -> int:
 
     async def main() -> int:
         async with ProviderHub(cfg) as hub:
-            agent = build_agent(cfg, paths, hub)
-            session = agent.store.create(cwd=str(paths.cwd), model_id=cfg.default_model_id())
+            engine = build_engine(cfg)
+            session = SessionStore(paths.sessions_dir).create(
+                cwd=str(paths.cwd), model_id=cfg.default_model_id()
+            )
             try:
-                stop = await agent.engine.run(
+                stop = await engine.run(
                     session, text, hub.model(session.record.selected_model_id), emit
                 )
             except (LLMError, UnknownModelError) as exc:

@@ -62,8 +62,6 @@ class Peer(Protocol):
 
     async def notify(self, method: str, params: Any) -> None: ...
 
-    async def request(self, method: str, params: Any) -> Any: ...
-
 
 class AcpAgent:
     """Holds the sessions of one connection and answers the client's requests."""

@@ -11,35 +11,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
+
+from acp_memory.camel import CamelModel
 
 PROTOCOL_VERSION = 1
-
-
-class Wire(BaseModel):
-    """camelCase on the wire, snake_case in Python; unknown keys (such as _meta) are kept."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
-
-    def dump(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 # -- requests ------------------------------------------------------------------------------
 
 
-class InitializeRequest(Wire):
+class InitializeRequest(CamelModel):
     protocol_version: Annotated[int, Field(ge=0, le=65535, strict=True)]
     client_capabilities: dict[str, Any] | None = None
     client_info: dict[str, Any] | None = None
 
 
-class AuthenticateRequest(Wire):
+class AuthenticateRequest(CamelModel):
     method_id: str
 
 
-class McpServer(Wire):
+class McpServer(CamelModel):
     """Kept in the bundle; only the name is required of every transport."""
 
     name: str
@@ -56,7 +48,7 @@ class McpServer(Wire):
         return data
 
 
-class NewSessionRequest(Wire):
+class NewSessionRequest(CamelModel):
     cwd: str
     mcp_servers: list[McpServer]
     additional_directories: list[str] | None = None
@@ -66,36 +58,36 @@ class LoadSessionRequest(NewSessionRequest):
     session_id: str
 
 
-class ListSessionsRequest(Wire):
+class ListSessionsRequest(CamelModel):
     cwd: str | None = None
     cursor: str | None = None
 
 
-class TextBlock(Wire):
+class TextBlock(CamelModel):
     type: Literal["text"]
     text: str
 
 
-class MediaBlock(Wire):
+class MediaBlock(CamelModel):
     type: Literal["image", "audio"]
     data: str
     mime_type: str
 
 
-class ResourceLinkBlock(Wire):
+class ResourceLinkBlock(CamelModel):
     type: Literal["resource_link"]
     uri: str
     name: str
 
 
-class ResourceContents(Wire):
+class ResourceContents(CamelModel):
     uri: str
     text: str | None = None
     blob: str | None = None
     mime_type: str | None = None
 
 
-class EmbeddedResourceBlock(Wire):
+class EmbeddedResourceBlock(CamelModel):
     type: Literal["resource"]
     resource: ResourceContents
 
@@ -105,21 +97,21 @@ ContentBlock = Annotated[
 ]
 
 
-class PromptRequest(Wire):
+class PromptRequest(CamelModel):
     session_id: str
     prompt: list[ContentBlock]
 
 
-class CancelNotification(Wire):
+class CancelNotification(CamelModel):
     session_id: str
 
 
-class SetSessionModeRequest(Wire):
+class SetSessionModeRequest(CamelModel):
     session_id: str
     mode_id: str
 
 
-class SetConfigOptionRequest(Wire):
+class SetConfigOptionRequest(CamelModel):
     session_id: str
     config_id: str
     value: str | bool
@@ -128,7 +120,7 @@ class SetConfigOptionRequest(Wire):
 # -- what we send --------------------------------------------------------------------------
 
 
-class Named(Wire):
+class Named(CamelModel):
     """A selectable thing: a session mode, or one option of a select."""
 
     name: str
@@ -139,7 +131,7 @@ class SessionMode(Named):
     id: str
 
 
-class SessionModeState(Wire):
+class SessionModeState(CamelModel):
     current_mode_id: str
     available_modes: list[SessionMode]
 
@@ -148,7 +140,7 @@ class SelectOption(Named):
     value: str
 
 
-class SelectConfigOption(Wire):
+class SelectConfigOption(CamelModel):
     type: Literal["select"] = "select"
     id: str
     name: str
@@ -157,7 +149,7 @@ class SelectConfigOption(Wire):
     options: list[SelectOption]
 
 
-class SessionInfo(Wire):
+class SessionInfo(CamelModel):
     session_id: str
     cwd: str
     title: str | None = None

@@ -18,12 +18,15 @@ from acp_memory.tools.registry import ToolRegistry
 log = logging.getLogger(__name__)
 
 
+def build_engine(cfg: Config) -> TurnEngine:
+    """The turn engine with the configured templates and the main agent's tools."""
+    tools = ToolRegistry([ReadFile(), ListDirectory()])
+    return TurnEngine(Templates(cfg.prompts.dir), tools, cfg.agent.max_turns)
+
+
 def build_agent(cfg: Config, paths: Paths, hub: ProviderHub) -> AcpAgent:
     """The agent with its engine, tools and models, not yet connected."""
-    engine = TurnEngine(
-        Templates(cfg.prompts.dir), ToolRegistry([ReadFile(), ListDirectory()]), cfg.agent.max_turns
-    )
-    return AcpAgent(cfg, paths, engine, hub.model)
+    return AcpAgent(cfg, paths, build_engine(cfg), hub.model)
 
 
 async def serve(

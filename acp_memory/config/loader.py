@@ -52,11 +52,11 @@ def resolve_paths(
     cfg: Config | None = None,
 ) -> Paths:
     """Apply DESIGN.md's precedence: flag, then $ACP_MEMORY_HOME, then ~/.acp-memory."""
-    home_dir = Path(expand(home or os.environ.get("ACP_MEMORY_HOME") or "~/.acp-memory"))
+    home_dir = Path(expand(home or os.environ.get("ACP_MEMORY_HOME") or "~/.acp-memory")).absolute()
     configured_sessions = cfg.sessions.dir if cfg else ""
     sessions = sessions_dir or configured_sessions
     return Paths(
-        home=home_dir.absolute(),
+        home=home_dir,
         config_file=Path(expand(config)).absolute() if config else home_dir / "config.yaml",
         sessions_dir=Path(expand(sessions)).absolute() if sessions else home_dir / "sessions",
         cwd=Path(expand(cwd)).absolute() if cwd else Path.cwd(),

@@ -29,10 +29,6 @@ class ModelConfig(Section):
     stream: bool = True
 
     @property
-    def provider_name(self) -> str:
-        return self.model.split("/", 1)[0]
-
-    @property
     def upstream_id(self) -> str:
         return self.model.split("/", 1)[1] if "/" in self.model else ""
 

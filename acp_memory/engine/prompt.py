@@ -10,7 +10,6 @@ from pathlib import Path
 
 from acp_memory.llm.types import Message, ToolSpec
 
-MODES = ("agent", "plan", "ask")
 TURN_CONTEXT_OPEN = "<turn_context>"
 # The opening line itself says what the block is, so no reader can take it for the user.
 TURN_CONTEXT_NOTE = (

@@ -36,7 +36,10 @@ class OfflineProvider:
     name = "offline"
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        conversation = [m for m in request.messages if m.role != "system" and not _is_context(m)]
+        # The messages past the cacheable prefix are runtime state (the turn context), not
+        # conversation: the offline model answers the conversation alone.
+        prefix = request.messages[: request.cache_prefix_len or len(request.messages)]
+        conversation = [m for m in prefix if m.role != "system"]
         calls = tool_calls_requested(conversation)
         text = compose_reply(conversation) if not calls else _calling(calls)
         for piece in _WORD.findall(text):
@@ -100,10 +103,6 @@ def _trailing_results(conversation: list[Message]) -> list[Message]:
             break
         results.append(m)
     return results[::-1]
-
-
-def _is_context(message: Message) -> bool:
-    return message.role == "user" and message.content.lstrip().startswith("<turn_context>")
 
 
 def _clip(text: str, limit: int = 120) -> str:

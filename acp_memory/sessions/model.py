@@ -6,8 +6,9 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
+
+from acp_memory.camel import CamelModel
 
 BUNDLE_VERSION = 1
 
@@ -21,16 +22,7 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class Wire(BaseModel):
-    """On-disk JSON uses camelCase keys; Python uses snake_case."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
-
-    def dump(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True, exclude_none=True)
-
-
-class SessionRecord(Wire):
+class SessionRecord(CamelModel):
     """session.json."""
 
     version: int = BUNDLE_VERSION
@@ -51,7 +43,7 @@ class SessionRecord(Wire):
     subagent_depth: int | None = None
 
 
-class StoredToolCall(Wire):
+class StoredToolCall(CamelModel):
     id: str
     name: str
     arguments: str
@@ -59,7 +51,7 @@ class StoredToolCall(Wire):
     kind: str | None = None
 
 
-class TranscriptMessage(Wire):
+class TranscriptMessage(CamelModel):
     """One entry of messages.json: a user message, an assistant reply, or a tool result."""
 
     role: Literal["user", "assistant", "tool"]
@@ -72,7 +64,7 @@ class TranscriptMessage(Wire):
     created_at: str = Field(default_factory=utc_now)
 
 
-class Transcript(Wire):
+class Transcript(CamelModel):
     """messages.json."""
 
     version: int = BUNDLE_VERSION

@@ -203,6 +203,6 @@ def encode_cursor(index: int) -> str:
 def decode_cursor(cursor: str) -> int:
     """The offset a cursor stands for; ValueError for a cursor we did not issue."""
     raw = base64.urlsafe_b64decode(cursor.encode()).decode()
-    if not raw.startswith("o:"):
+    if not raw.startswith("o:") or not raw[2:].isdigit():
         raise ValueError(cursor)
     return int(raw[2:])

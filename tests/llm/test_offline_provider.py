@@ -12,14 +12,15 @@ CONTEXT = Message("user", "<turn_context> Runtime state\n</turn_context>")
 
 
 async def _events(*messages: Message):
-    return await collect(OfflineProvider().stream(ChatRequest("default", [*messages, CONTEXT])))
+    request = ChatRequest("default", [*messages, CONTEXT], cache_prefix_len=len(messages))
+    return await collect(OfflineProvider().stream(request))
 
 
 async def test_it_says_it_is_the_offline_model_and_echoes_the_message():
     events = await _events(Message("system", "sys"), Message("user", "hello there"))
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert "offline model" in text and '"hello there"' in text
-    assert "turn_context" not in text
+    assert "turn_context" not in text and "Runtime state" not in text
     assert events[-1] == Finished("stop", events[-1].usage)
 
 
