@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import os
 import shutil
 import time
@@ -193,6 +194,10 @@ class MemoryStore:
                     "nothing was written"
                 )
             previous = len(current) if current is not None else None
+            # Under the lock no one else is writing this note: a temporary file of it is what
+            # a writer killed mid-save left behind.
+            for stale in loc.path.parent.glob(f".{glob.escape(loc.path.name)}.*.tmp"):
+                stale.unlink(missing_ok=True)
             write_atomic(loc.path, data)
         return SaveResult(loc.display, previous is not None, len(data), previous, red)
 

@@ -168,3 +168,15 @@ def test_a_root_locked_by_another_process_is_a_clear_error_not_a_hang(tmp_path: 
         os.close(holder)
     store.write("global:a.md", "text")
     assert (root / "a.md").read_text() == "text"
+
+
+def test_a_save_sweeps_the_temporary_file_a_killed_writer_left(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    (root / "notes").mkdir(parents=True)
+    leftover = root / "notes" / ".todo.md.k1ll3d.tmp"  # what write_atomic leaves on SIGKILL
+    leftover.write_text("half a no")
+    other = root / "notes" / ".other.md.x.tmp"
+    other.write_text("belongs to another note")
+    MemoryStore(Roots(root), tmp_path / "cache").write("global:notes/todo.md", "whole")
+    assert not leftover.exists() and other.exists()
+    assert (root / "notes" / "todo.md").read_text() == "whole"
