@@ -99,21 +99,44 @@ def test_roots_come_from_config_and_cwd(tmp_path: Path) -> None:
 
 
 _SEGMENT = st.one_of(
-    st.sampled_from(["..", ".", "", "%2e%2e", "%2E%2e%2f", "..\\", "C:", "/", "~", "a", "b.md"]),
-    st.text(min_size=1, max_size=6),
+    st.sampled_from(
+        ["..", ".", "", "%2e%2e", "%2E%2e%2f", "..\\", "C:", "/", "~", "a", "b.md",
+         "out", "out/x.md", "loop", "dangling", "inside", "inside/n.md"]
+    ),
+    # Every code point, surrogates and control characters included.
+    st.text(alphabet=st.characters(exclude_categories=()), min_size=1, max_size=6),
 )
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> Roots:
+    """Two real roots with symlinks planted: one leading out, a loop, a dangling one, one in."""
+    base = tmp_path_factory.mktemp("planted")
+    outside = base / "outside"
+    outside.mkdir()
+    (outside / "x.md").write_text("not yours")
+    roots = Roots(base / "global", base / "project")
+    for root in (roots.global_root, roots.project_root):
+        assert root is not None
+        (root / "real").mkdir(parents=True)
+        (root / "out").symlink_to(outside)
+        (root / "loop").symlink_to(root / "loop")
+        (root / "dangling").symlink_to(base / "nowhere")
+        (root / "inside").symlink_to(root / "real")
+    return roots
 
 
 @settings(max_examples=400, deadline=None)
 @given(scope=st.sampled_from(["global", "project"]), segments=st.lists(_SEGMENT, max_size=6))
-def test_no_generated_path_escapes_its_root(scope: str, segments: list[str]) -> None:
-    roots = Roots(Path("/srv/mem/global"), Path("/srv/mem/project"))
+def test_no_generated_path_escapes_its_root(
+    planted: Roots, scope: str, segments: list[str]
+) -> None:
     text = f"{scope}:" + "/".join(segments)
     try:
-        loc = roots.locate(text)
+        loc = planted.locate(text)
     except MemoryPathError:
         return
-    root = roots.root_of(scope)
-    normalized = Path(os.path.normpath(loc.path))
-    assert normalized == root or root in normalized.parents
+    real_root = planted.root_of(scope).resolve()
+    real = loc.path.resolve()  # symlinks followed: where a write would really land
+    assert real == real_root or real_root in real.parents
     assert ".." not in loc.parts and all(p and not p.startswith(".") for p in loc.parts)
