@@ -30,7 +30,7 @@ from acp_memory.llm.types import (
 from acp_memory.sessions.model import StoredToolCall, TranscriptMessage
 from acp_memory.sessions.store import Session
 from acp_memory.tools.base import ToolContext
-from acp_memory.tools.registry import ToolRegistry, parse_arguments, tool_locations
+from acp_memory.tools.registry import PreparedCall, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +95,8 @@ class TurnEngine:
             if context.now is None:
                 context.now = self.clock()
             reply = await self._step(session, model, emit, context)
-            if reply.tool_calls:
-                await self._run_tools(session, reply.tool_calls, emit)
+            if reply.calls:
+                await self._run_tools(session, reply.calls, emit)
                 continue
             if reply.finish == "length":
                 return "max_tokens"
@@ -110,6 +110,7 @@ class TurnEngine:
         emit: Emit,
         context: TurnContext,
     ) -> _Reply:
+        """One model call: what it said, and the tool calls it asked for, resolved."""
         request = self.build_request(session, model, context)
         reply = _Reply()
         complete = False
@@ -125,46 +126,44 @@ class TurnEngine:
                         reply.reasoning.append(event.text)
                         await emit(AgentThought(event.text))
                     elif isinstance(event, ToolCallReady):
-                        reply.tool_calls.append(event.call)
+                        reply.calls.append(self.tools.prepare(event.call, session.record.mode))
                     elif isinstance(event, Finished):
                         reply.finish = event.reason
             complete = True
         finally:
             # Recorded even when cancelled mid-stream, so the transcript shows what was seen.
-            if reply.text or reply.reasoning or reply.tool_calls:
-                session.append(reply.to_transcript(self.tools, session.record.mode))
+            if reply.text or reply.reasoning or reply.calls:
+                session.append(reply.to_transcript())
             if not complete:
                 # Calls that arrived before the stream was cut never run; providers refuse a
                 # history where a tool call has no result, so each gets a cancelled one.
-                for call in reply.tool_calls:
-                    session.append(_cancelled(call, NOT_RUN_RESULT))
+                for prepared in reply.calls:
+                    session.append(_cancelled(prepared.call, NOT_RUN_RESULT))
         return reply
 
-    async def _run_tools(self, session: Session, calls: list[ToolCall], emit: Emit) -> None:
+    async def _run_tools(self, session: Session, calls: list[PreparedCall], emit: Emit) -> None:
         ctx = ToolContext(session.id, Path(session.record.cwd), session.record.mode)
         pending = list(calls)
         try:
             while pending:
-                call = pending[0]
-                tool = self.tools.get(call.name, ctx.mode)
-                args = parse_arguments(call.arguments)
-                raw_input = args if isinstance(args, dict) else call.arguments
+                prepared = pending[0]
+                call_id = prepared.call.id
                 await emit(
                     ToolCallStarted(
-                        call.id,
-                        _title(self.tools, call, ctx.mode),
-                        tool.kind if tool else "other",
-                        raw_input,
-                        tool_locations(tool, args, ctx) if tool and isinstance(args, dict) else [],
+                        call_id,
+                        prepared.title,
+                        prepared.kind,
+                        prepared.raw_input,
+                        prepared.locations(ctx),
                     )
                 )
-                result = await self.tools.execute(call.name, call.arguments, ctx)
+                result = await self.tools.run(prepared, ctx)
                 session.append(
                     TranscriptMessage(
                         role="tool",
                         content=result.text,
-                        tool_call_id=call.id,
-                        name=call.name,
+                        tool_call_id=call_id,
+                        name=prepared.call.name,
                         is_error=result.is_error or None,
                     )
                 )
@@ -172,11 +171,11 @@ class TurnEngine:
                 status: Literal["completed", "failed"] = (
                     "failed" if result.is_error else "completed"
                 )
-                await emit(ToolCallFinished(call.id, status, result.text, result.locations))
+                await emit(ToolCallFinished(call_id, status, result.text, result.locations))
         finally:
             # Providers refuse a history where a tool call has no result.
-            for call in pending:
-                session.append(_cancelled(call))
+            for prepared in pending:
+                session.append(_cancelled(prepared.call))
 
 
 def _cancelled(call: ToolCall, text: str = CANCELLED_RESULT) -> TranscriptMessage:
@@ -190,19 +189,19 @@ class _Reply:
     def __init__(self) -> None:
         self.text: list[str] = []
         self.reasoning: list[str] = []
-        self.tool_calls: list[ToolCall] = []
+        self.calls: list[PreparedCall] = []
         self.finish: str = "stop"
 
-    def to_transcript(self, tools: ToolRegistry, mode: str) -> TranscriptMessage:
+    def to_transcript(self) -> TranscriptMessage:
         calls = [
             StoredToolCall(
-                id=c.id,
-                name=c.name,
-                arguments=c.arguments,
-                title=_title(tools, c, mode),
-                kind=(t.kind if (t := tools.get(c.name, mode)) else "other"),
+                id=p.call.id,
+                name=p.call.name,
+                arguments=p.call.arguments,
+                title=p.title,
+                kind=p.kind,
             )
-            for c in self.tool_calls
+            for p in self.calls
         ]
         return TranscriptMessage(
             role="assistant",
@@ -210,17 +209,6 @@ class _Reply:
             reasoning="".join(self.reasoning) or None,
             tool_calls=calls or None,
         )
-
-
-def _title(tools: ToolRegistry, call: ToolCall, mode: str) -> str:
-    tool = tools.get(call.name, mode)
-    args = parse_arguments(call.arguments)
-    if tool is None or not isinstance(args, dict):
-        return call.name
-    try:
-        return tool.title(args) or call.name
-    except Exception:  # a title is cosmetic; never let it break the turn
-        return call.name
 
 
 def to_llm_message(m: TranscriptMessage) -> Message:

@@ -49,4 +49,4 @@ class Tool(Protocol):
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult: ...
 
     # Optional: `def locations(self, args, ctx) -> list[str]` names the absolute paths a call
-    # touches, shown on the editor's tool_call row before the tool runs (see tool_locations).
+    # touches, shown on the editor's tool_call row before it runs (PreparedCall.locations).

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 
-from acp_memory.llm.types import ToolSpec
-from acp_memory.tools.base import Tool, ToolContext, ToolError, ToolResult
+from acp_memory.llm.types import ToolCall, ToolSpec
+from acp_memory.tools.base import Tool, ToolContext, ToolError, ToolKind, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -38,23 +39,31 @@ class ToolRegistry:
         tool = self._tools.get(name)
         return tool if tool is not None and tool in self.available(mode) else None
 
-    async def execute(self, name: str, raw_arguments: str, ctx: ToolContext) -> ToolResult:
-        """Run a tool call; every failure becomes a tool error the model can read."""
-        tool = self.get(name, ctx.mode)
+    def prepare(self, call: ToolCall, mode: str) -> PreparedCall:
+        """Resolve a call once: its tool, its arguments or why it cannot run, its title."""
+        tool = self.get(call.name, mode)
+        args = parse_arguments(call.arguments)
+        problem: ToolResult | None = None
         if tool is None:
-            offered = ", ".join(t.name for t in self.available(ctx.mode)) or "none"
-            return ToolResult(
-                f"Error: there is no tool named {name!r} in {ctx.mode} mode. Tools: {offered}.",
+            offered = ", ".join(t.name for t in self.available(mode)) or "none"
+            problem = ToolResult(
+                f"Error: there is no tool named {call.name!r} in {mode} mode. Tools: {offered}.",
                 is_error=True,
             )
-        args = parse_arguments(raw_arguments)
-        if isinstance(args, ToolResult):
-            return args
-        problem = schema_problem(tool.parameters, args)
-        if problem:
-            return ToolResult(f"Error: invalid arguments for {name}: {problem}", is_error=True)
+        elif isinstance(args, ToolResult):
+            problem = args
+        elif why := schema_problem(tool.parameters, args):
+            problem = ToolResult(f"Error: invalid arguments for {call.name}: {why}", is_error=True)
+        parsed = args if isinstance(args, dict) else None
+        return PreparedCall(call, tool, parsed, problem, _title(tool, parsed, call.name))
+
+    async def run(self, prepared: PreparedCall, ctx: ToolContext) -> ToolResult:
+        """Run a prepared call; every failure becomes a tool error the model can read."""
+        if prepared.problem is not None or prepared.tool is None or prepared.args is None:
+            return prepared.problem or ToolResult("Error: the call cannot run.", is_error=True)
+        name = prepared.call.name
         try:
-            return await tool.run(args, ctx)
+            return await prepared.tool.run(prepared.args, ctx)
         except ToolError as exc:
             return ToolResult(f"Error: {exc}", is_error=True)
         except Exception as exc:
@@ -62,16 +71,47 @@ class ToolRegistry:
             log.exception("tool %s failed", name)
             return ToolResult(f"Error: {name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
+    async def execute(self, name: str, raw_arguments: str, ctx: ToolContext) -> ToolResult:
+        """Prepare and run one call by name."""
+        return await self.run(self.prepare(ToolCall("", name, raw_arguments), ctx.mode), ctx)
 
-def tool_locations(tool: Tool, args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
-    """The absolute paths a call will touch, for the editor's tool-call row (optional hook)."""
-    hook = getattr(tool, "locations", None)
-    if hook is None:
-        return []
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A model's tool call, resolved once for the engine, the transcript and the editor."""
+
+    call: ToolCall
+    tool: Tool | None
+    args: dict[str, Any] | None  # None when the arguments are not a JSON object
+    problem: ToolResult | None  # why the call cannot run, as the model will read it
+    title: str
+
+    @property
+    def kind(self) -> ToolKind:
+        return self.tool.kind if self.tool is not None else "other"
+
+    @property
+    def raw_input(self) -> Any:
+        return self.args if self.args is not None else self.call.arguments
+
+    def locations(self, ctx: ToolContext) -> list[str]:
+        """The absolute paths the call will touch, for the editor's row (optional tool hook)."""
+        hook = getattr(self.tool, "locations", None)
+        if hook is None or self.args is None:
+            return []
+        try:
+            return list(hook(self.args, ctx))
+        except Exception:  # locations are cosmetic; a bad path is the tool's error to report
+            return []
+
+
+def _title(tool: Tool | None, args: dict[str, Any] | None, name: str) -> str:
+    if tool is None or args is None:
+        return name
     try:
-        return list(hook(args, ctx))
-    except Exception:  # locations are cosmetic; a bad path is the tool's error to report
-        return []
+        return tool.title(args) or name
+    except Exception:  # a title is cosmetic; never let it break the turn
+        return name
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | ToolResult:
