@@ -28,8 +28,10 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
-# Inbound handlers in flight at once; past it the reader waits, which bounds memory under a burst.
+# What inbound handlers may hold at once, in requests and in bytes of their lines; past either
+# the reader waits (and the peer with it), which bounds memory under a burst.
 MAX_IN_FLIGHT = 512
+MAX_IN_FLIGHT_BYTES = 128 * 1024 * 1024
 _OUTBOX = 1024
 _BATCH = 256
 
@@ -41,6 +43,30 @@ class _Pending:
         self.done = anyio.Event()
         self.result: Any = None
         self.error: RpcError | None = None
+
+
+class _Budget:
+    """Admits handlers while both the count and the bytes they hold stay under their bounds."""
+
+    def __init__(self, count: int, nbytes: int) -> None:
+        self._max_count, self._max_bytes = count, nbytes
+        self._count = self._bytes = 0
+        self._freed = anyio.Event()
+
+    async def acquire(self, size: int) -> None:
+        # A single message larger than the byte bound is still admitted when nothing else is.
+        while self._count >= self._max_count or (
+            self._bytes and self._bytes + size > self._max_bytes
+        ):
+            await self._freed.wait()
+        self._count += 1
+        self._bytes += size
+
+    def release(self, size: int) -> None:
+        self._count -= 1
+        self._bytes -= size
+        self._freed.set()
+        self._freed = anyio.Event()
 
 
 class Connection:
@@ -67,7 +93,7 @@ class Connection:
         out: tuple[MemoryObjectSendStream[bytes], MemoryObjectReceiveStream[bytes]]
         out = anyio.create_memory_object_stream[bytes](_OUTBOX)
         self._outbox, self._outbox_reader = out
-        self._slots = anyio.Semaphore(MAX_IN_FLIGHT)
+        self._budget = _Budget(MAX_IN_FLIGHT, MAX_IN_FLIGHT_BYTES)
         self._closed = False
 
     async def serve(self) -> None:
@@ -163,10 +189,10 @@ class Connection:
         if _is_response(message):
             self._resolve(message)
             return
-        await self._slots.acquire()
-        tg.start_soon(self._dispatch, message)
+        await self._budget.acquire(len(line))
+        tg.start_soon(self._dispatch, message, len(line))
 
-    async def _dispatch(self, message: Any) -> None:
+    async def _dispatch(self, message: Any, size: int) -> None:
         try:
             response = await dispatch_to_serializable(
                 "", self._methods, deserializer=lambda _: message
@@ -177,7 +203,7 @@ class Connection:
             # One request must never take the connection (and the process) down with it.
             log.exception("failed to answer a request")
         finally:
-            self._slots.release()
+            self._budget.release(size)
 
     def _resolve(self, message: dict[str, Any]) -> None:
         msg_id = message.get("id")

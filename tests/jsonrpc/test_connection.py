@@ -132,3 +132,37 @@ async def test_pending_requests_fail_when_the_peer_goes_away():
             b.close()  # the peer is gone: left's input ends
             await failed.wait()
         assert "closed" in outcome["error"].message
+
+
+async def test_handlers_are_admitted_within_a_count_and_a_byte_budget():
+    from acp_memory.jsonrpc.connection import _Budget
+
+    budget = _Budget(count=2, nbytes=100)
+    await budget.acquire(60)
+    admitted: list[int] = []
+
+    async def take(size: int) -> None:
+        await budget.acquire(size)
+        admitted.append(size)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(take, 50)  # 60 + 50 bytes is over the budget: it waits
+        await anyio.wait_all_tasks_blocked()
+        assert admitted == []
+        budget.release(60)
+        await anyio.wait_all_tasks_blocked()
+        assert admitted == [50]
+        await budget.acquire(10)  # the second slot
+        tg.start_soon(take, 1)  # the count is full: it waits however small
+        await anyio.wait_all_tasks_blocked()
+        assert admitted == [50]
+        budget.release(10)
+    assert admitted == [50, 1]
+
+
+async def test_one_message_over_the_byte_budget_still_runs_alone():
+    from acp_memory.jsonrpc.connection import _Budget
+
+    budget = _Budget(count=4, nbytes=10)
+    with anyio.fail_after(1):
+        await budget.acquire(500)
