@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
+from acp import text_block
 
 from acp_memory.acp.agent import AcpAgent
 from acp_memory.acp.server import build_agent
@@ -15,26 +18,48 @@ from acp_memory.llm.registry import ModelHandle, ProviderHub
 from acp_memory.llm.types import ChatRequest, Finished, StreamEvent, TextDelta
 
 
-class GatedProvider:
-    """Streams "partial ", then waits for `release` before finishing the reply."""
-
-    name = "gated"
+class Gate:
+    """A point a test holds work at: `started` when reached, `release` to go on."""
 
     def __init__(self) -> None:
         self.started = anyio.Event()
         self.release = anyio.Event()
         self.cancelled = anyio.Event()
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        yield TextDelta("partial ")
+    async def hold(self) -> None:
         self.started.set()
         try:
             await self.release.wait()
         except anyio.get_cancelled_exc_class():
             self.cancelled.set()
             raise
+
+
+class GatedProvider(Gate):
+    """Streams "partial ", then waits for `release` before finishing the reply."""
+
+    name = "gated"
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        yield TextDelta("partial ")
+        await self.hold()
         yield TextDelta("done")
         yield Finished("stop")
+
+
+@contextlib.asynccontextmanager
+async def prompt_in_flight(ed: Any, sid: str, gate: Gate, text: str = "go") -> AsyncIterator[dict]:
+    """A prompt running until `gate` is reached; its answer is in the dict once the block ends."""
+    result: dict[str, Any] = {}
+
+    async def run() -> None:
+        result["resp"] = await ed.conn.prompt(session_id=sid, prompt=[text_block(text)])
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(5):
+            await gate.started.wait()
+        yield result
 
 
 def gated_agent(cfg: Config, paths: Paths, provider: Provider) -> AcpAgent:

@@ -7,7 +7,7 @@ import json
 import anyio
 import pytest
 from acp import RequestError, text_block
-from gated import GatedProvider, gated_agent
+from gated import GatedProvider, gated_agent, prompt_in_flight
 from harness import in_process_agent
 
 pytestmark = pytest.mark.anyio
@@ -17,15 +17,7 @@ async def test_cancel_ends_a_running_turn_with_stop_reason_cancelled(cfg, paths)
     provider = GatedProvider()
     async with in_process_agent(cfg, paths, gated_agent(cfg, paths, provider)) as ed:
         sid = await ed.start_session(paths.cwd)
-        async with anyio.create_task_group() as tg:
-            result = {}
-
-            async def run() -> None:
-                result["resp"] = await ed.conn.prompt(session_id=sid, prompt=[text_block("go")])
-
-            tg.start_soon(run)
-            with anyio.fail_after(5):
-                await provider.started.wait()
+        async with prompt_in_flight(ed, sid, provider) as result:
             await ed.conn.cancel(session_id=sid)
         assert result["resp"].stop_reason == "cancelled"
         assert provider.cancelled.is_set()
@@ -46,15 +38,7 @@ async def test_a_second_prompt_in_a_busy_session_is_refused_and_the_first_surviv
     provider = GatedProvider()
     async with in_process_agent(cfg, paths, gated_agent(cfg, paths, provider)) as ed:
         sid = await ed.start_session(paths.cwd)
-        async with anyio.create_task_group() as tg:
-            result = {}
-
-            async def run() -> None:
-                result["resp"] = await ed.conn.prompt(session_id=sid, prompt=[text_block("one")])
-
-            tg.start_soon(run)
-            with anyio.fail_after(5):
-                await provider.started.wait()
+        async with prompt_in_flight(ed, sid, provider, "one") as result:
             with pytest.raises(RequestError) as err:
                 await ed.conn.prompt(session_id=sid, prompt=[text_block("two")])
             assert "already running" in str(err.value)
@@ -68,10 +52,8 @@ async def test_a_long_prompt_does_not_block_other_requests(cfg, paths):
     async with in_process_agent(cfg, paths, gated_agent(cfg, paths, provider)) as ed:
         sid = await ed.start_session(paths.cwd)
         other = (await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])).session_id
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: ed.conn.prompt(session_id=sid, prompt=[text_block("slow")]))
+        async with prompt_in_flight(ed, sid, provider, "slow"):
             with anyio.fail_after(5):
-                await provider.started.wait()
                 # The first turn is held on its model; these are answered all the same.
                 listed = await ed.conn.list_sessions()
                 await ed.conn.set_session_mode(session_id=other, mode_id="ask")

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 from acp import text_block
 from fakes.httpserver import Recorded
+from gated import Gate
 from harness import Editor, in_process_agent
 
 from acp_memory.acp.agent import AcpAgent
@@ -74,7 +75,7 @@ class TickingClock:
         return (START + timedelta(minutes=call)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class HoldTool:
+class HoldTool(Gate):
     """A workspace-changing tool (agent mode only) that runs until released or cancelled."""
 
     name = "hold"
@@ -88,21 +89,12 @@ class HoldTool:
         "additionalProperties": False,
     }
 
-    def __init__(self) -> None:
-        self.started = anyio.Event()
-        self.release = anyio.Event()
-        self.cancelled = anyio.Event()
 
     def title(self, args: Mapping[str, Any]) -> str:
         return f"Hold {args.get('label', '')}"
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        self.started.set()
-        try:
-            await self.release.wait()
-        except anyio.get_cancelled_exc_class():
-            self.cancelled.set()
-            raise
+        await self.hold()
         return ToolResult(f"released {args['label']}")
 
 
