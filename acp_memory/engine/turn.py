@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+import anyio
+
 from acp_memory.engine.events import (
     AgentText,
     AgentThought,
@@ -144,10 +146,11 @@ class TurnEngine:
     async def _run_tools(self, session: Session, calls: list[PreparedCall], emit: Emit) -> None:
         ctx = ToolContext(session.id, Path(session.record.cwd), session.record.mode)
         pending = list(calls)
+        running: str | None = None  # the call the editor shows in progress
         try:
             while pending:
                 prepared = pending[0]
-                call_id = prepared.call.id
+                call_id = running = prepared.call.id
                 await emit(
                     ToolCallStarted(
                         call_id,
@@ -171,11 +174,16 @@ class TurnEngine:
                 status: Literal["completed", "failed"] = (
                     "failed" if result.is_error else "completed"
                 )
+                running = None
                 await emit(ToolCallFinished(call_id, status, result.text, result.locations))
         finally:
             # Providers refuse a history where a tool call has no result.
             for prepared in pending:
                 session.append(_cancelled(prepared.call))
+            if running is not None:
+                # The editor would show the interrupted call in progress for ever.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                    await emit(ToolCallFinished(running, "failed", CANCELLED_RESULT))
 
 
 def _cancelled(call: ToolCall, text: str = CANCELLED_RESULT) -> TranscriptMessage:

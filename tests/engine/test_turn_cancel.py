@@ -117,6 +117,11 @@ async def test_cancel_during_a_running_tool_stops_it_and_records_a_cancelled_res
     ]
     starts = [u for s, u in ed.client.updates if s == sid and u.session_update == "tool_call"]
     assert [u.tool_call_id for u in starts] == ["h1"]
+    # The editor is told the interrupted call ended, so it is not shown in progress for ever.
+    ends = [
+        u for s, u in ed.client.updates if s == sid and u.session_update == "tool_call_update"
+    ]
+    assert [(u.tool_call_id, u.status) for u in ends][:1] == [("h1", "failed")]
 
 
 class CallWatch:
