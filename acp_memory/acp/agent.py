@@ -211,6 +211,11 @@ class AcpAgent:
         await self._update(
             session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
         )
+        # Clients that show the config options rather than the modes see the switch too.
+        options = self._session_state(session)["configOptions"]
+        await self._update(
+            session.id, {"sessionUpdate": "config_option_update", "configOptions": options}
+        )
 
     def _session_state(self, session: Session) -> dict[str, Any]:
         record = session.record

@@ -36,6 +36,8 @@ async def test_set_mode_switches_reports_and_persists(cfg, paths):
             await ed.conn.set_session_mode(session_id=sid, mode_id="yolo")
     update = next(u for _, u in ed.client.updates if u.session_update == "current_mode_update")
     assert update.current_mode_id == "plan"
+    options = next(u for _, u in ed.client.updates if u.session_update == "config_option_update")
+    assert _option(options.config_options, "mode").current_value == "plan"
     assert err.value.code == -32602 and "yolo" in str(err.value)
     record = json.loads((paths.sessions_dir / sid / "session.json").read_text())
     assert record["mode"] == "plan"
