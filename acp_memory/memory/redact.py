@@ -110,9 +110,18 @@ _CODE_OR_PATH = re.compile(
 )
 
 
+# A run of 16+ identifier characters mixing lower case, upper case and digits: generated, not
+# written by hand, so "abc.XyZ..." built of such runs is a token even though it has a dot.
+_RANDOM_RUN = re.compile(
+    r"(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{16,}"
+)
+
+
 def _not_a_value(value: str) -> bool:
     # Placeholders, code and file paths sit after secret-sounding names all the time.
-    return bool(_PLACEHOLDER.match(value) or _CODE_OR_PATH.match(value))
+    if _PLACEHOLDER.match(value):
+        return True
+    return bool(_CODE_OR_PATH.match(value)) and not _RANDOM_RUN.search(value)
 
 
 def looks_random(value: str) -> bool:

@@ -88,3 +88,9 @@ def test_secret_in_a_title_never_reaches_the_file_name(store: MemoryStore) -> No
 )
 def test_passwords_with_spaces_are_redacted_whole(line: str, expected: str) -> None:
     assert redact(line).text == expected
+
+
+def test_a_random_token_with_a_dot_is_not_mistaken_for_code() -> None:
+    line = '  "access_token": "DKwpMeZ2oDuSksE_Q4K5K5cbl.IK3lUECZK3SRh5",'
+    assert redact(line).text == '  "access_token": "[REDACTED:token]",'
+    assert redact("token = self.config.access_token").text == "token = self.config.access_token"
