@@ -75,8 +75,8 @@ SECRET_MAKERS: list[tuple[str, Callable[[Random], str]]] = [
     ("password", lambda r: f"password: {_s(r, 12, ALNUM + '!@#%^&*')}"),
     ("password", lambda r: f'DB_PASSWORD="{_s(r, 10)}"'),
     ("password", lambda r: f"пароль от почты: {_s(r, 10)}"),
-    ("password", lambda r: f"wifi password: {_s(r, 5, string.ascii_lowercase)} "
-                           f"{_s(r, 6, string.ascii_lowercase)} {_s(r, 5, string.ascii_lowercase)}"),
+    ("password", lambda r: "wifi password: "
+                           + " ".join(_s(r, n, string.ascii_lowercase) for n in (5, 6, 5))),
     ("token", lambda r: f"api_token={_s(r, 32, string.hexdigits.lower())}"),
     ("token", lambda r: f'  "access_token": "{_s(r, 40, ALNUM + "._-")}",'),
     ("secret", lambda r: f"signing_key: {_s(r, 44, ALNUM + '+/')}="),
