@@ -111,6 +111,8 @@ class Connection:
                     self._fail_pending()
                     tg.cancel_scope.deadline = anyio.current_time() + self._drain_seconds
                 await self._outbox.aclose()
+                # What is queued goes out, unless the peer stopped reading: then we leave.
+                writer_tg.cancel_scope.deadline = anyio.current_time() + self._drain_seconds
         finally:
             self._fail_pending()
 

@@ -166,3 +166,21 @@ async def test_one_message_over_the_byte_budget_still_runs_alone():
     budget = _Budget(count=4, nbytes=10)
     with anyio.fail_after(1):
         await budget.acquire(500)
+
+
+async def test_serving_ends_when_input_ends_even_if_the_peer_never_reads():
+    async def big(params: dict[str, Any]) -> str:
+        return "x" * 100_000
+
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    conn = Connection(
+        FdReceiveStream(a.fileno()), FdSendStream(a.fileno()), {"big": big}, drain_seconds=0.2
+    )
+    request = b'{"jsonrpc":"2.0","id":1,"method":"big"}\n'
+    b.sendall(request * 50)  # ~5 MB of answers that nobody will read
+    b.shutdown(socket.SHUT_WR)
+    with anyio.fail_after(10):
+        await conn.serve()
+    a.close()
+    b.close()
