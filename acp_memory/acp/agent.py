@@ -129,7 +129,7 @@ class AcpAgent:
         session = self._sessions.get(req.session_id) or self._load(req.session_id)
         if session.record.cwd != cwd and req.session_id not in self._turns:
             session.record.cwd = cwd
-            session.save()
+            session.save_record()  # only session.json changed
         for update in replay_updates(session.messages):
             await self._update(session.id, update)
         return self._session_state(session)
@@ -192,7 +192,7 @@ class AcpAgent:
                     f"choose one of {', '.join(self.cfg.model_ids())}",
                 )
             session.record.selected_model_id = value
-            session.save()
+            session.save_record()  # only session.json changed
         else:
             raise RpcError(
                 INVALID_PARAMS, f"Invalid params: configId: unknown option {req.config_id!r}"
@@ -207,7 +207,7 @@ class AcpAgent:
             )
         if session.record.mode != mode_id:
             session.record.mode = mode_id
-            session.save()
+            session.save_record()  # only session.json changed
         await self._update(
             session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal
@@ -103,21 +103,23 @@ class ProviderHub:
 
     def provider(self, model_id: str, *, wait_for_limit_reset: bool | None = None) -> Provider:
         """The provider serving a model id, wrapped in the agent's retry policy."""
-        if resolve_provider(self.config, model_id).type == "offline":
-            return OfflineProvider()
+        # The client is asked for only by a network provider, so the offline path makes none.
         return build_provider(
-            self.config, model_id, self.client, wait_for_limit_reset=wait_for_limit_reset
+            self.config, model_id, lambda: self.client, wait_for_limit_reset=wait_for_limit_reset
         )
 
 
 def build_provider(
     config: Config,
     model_id: str,
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient | Callable[[], httpx.AsyncClient],
     *,
     wait_for_limit_reset: bool | None = None,
 ) -> Provider:
-    """The provider for `<provider>/<upstream id>`, with agent.* retries and stream timeouts."""
+    """The provider for `<provider>/<upstream id>`, with agent.* retries and stream timeouts.
+
+    `client` may be a callable that makes the shared client; it is called only when needed.
+    """
     provider_config = resolve_provider(config, model_id)
     if provider_config.type == "offline":
         return OfflineProvider()
@@ -134,7 +136,7 @@ def build_provider(
     cls = OpenAIProvider if provider_config.type == "openai" else AnthropicProvider
     key = api_key(provider_config)
     inner: Provider = cls(
-        client,
+        client() if callable(client) else client,
         name=provider_config.name,
         api_base=provider_config.api_base,
         api_key=key,
