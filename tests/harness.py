@@ -102,6 +102,7 @@ class Editor:
     conn: ClientSideConnection
     client: RecordingClient
     checker: WireChecker
+    stderr: bytearray = field(default_factory=bytearray)  # a subprocess agent's, as it comes
 
     async def start_session(self, cwd: Path) -> str:
         await self.conn.initialize(protocol_version=1)
@@ -196,6 +197,14 @@ async def subprocess_agent(
             checked.feed_data(line)
         checked.feed_eof()
 
+    stderr = bytearray()
+
+    async def drain_stderr() -> None:
+        # Read for as long as the process lives: a full pipe would block its logging.
+        assert proc.stderr
+        while chunk := await proc.stderr.read(65536):
+            stderr.extend(chunk)
+
     send_to_agent = proc.stdin.write
 
     def write(data: bytes) -> None:
@@ -207,8 +216,9 @@ async def subprocess_agent(
     conn = connect_to_agent(client, proc.stdin, checked)
     async with anyio.create_task_group() as tg:
         tg.start_soon(pump)
+        tg.start_soon(drain_stderr)
         try:
-            yield Editor(conn, client, checker)
+            yield Editor(conn, client, checker, stderr)
         finally:
             proc.stdin.close()
             with anyio.fail_after(20):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,6 +39,7 @@ from acp_memory.engine.turn import StopReason, TurnEngine
 from acp_memory.jsonrpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 from acp_memory.llm.registry import ModelHandle, UnknownModelError
 from acp_memory.llm.types import LLMError
+from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.store import (
     BundleError,
     Session,
@@ -115,21 +118,26 @@ class AcpAgent:
 
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(NewSessionRequest, params)
-        cwd = _absolute(req.cwd)
+        cwd = await _workspace(req.cwd)
         servers = [s.stored() for s in req.mcp_servers]
-        session = self.store.create(
-            cwd=cwd, model_id=self.cfg.default_model_id(), mcp_servers=servers
+        create = partial(
+            self.store.create, cwd=cwd, model_id=self.cfg.default_model_id(), mcp_servers=servers
         )
+        try:
+            session = await anyio.to_thread.run_sync(create)
+        except OSError as exc:
+            raise RpcError(INTERNAL_ERROR, f"cannot create the session: {_os_error(exc)}") from None
         self._sessions[session.id] = session
         return {"sessionId": session.id, **self._session_state(session)}
 
     async def load_session(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(LoadSessionRequest, params)
-        cwd = _absolute(req.cwd)
-        session = self._sessions.get(req.session_id) or self._load(req.session_id)
+        cwd = await _workspace(req.cwd)
+        session = await self.session(req.session_id)
         if session.record.cwd != cwd and req.session_id not in self._turns:
             session.record.cwd = cwd
-            session.save_record()  # only session.json changed
+            async with _writes(session):
+                await session.save_record()  # only session.json changed
         for update in replay_updates(session.messages):
             await self._update(session.id, update)
         return self._session_state(session)
@@ -137,50 +145,59 @@ class AcpAgent:
     async def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(ListSessionsRequest, params)
         try:
-            start = decode_cursor(req.cursor) if req.cursor else 0
+            after = decode_cursor(req.cursor) if req.cursor else None
         except ValueError:
             raise RpcError(
                 INVALID_PARAMS, "Invalid params: cursor: not a cursor we issued"
             ) from None
-        records = self.store.list(cwd=req.cwd)
-        page = records[start : start + LIST_PAGE_SIZE]
-        more = start + LIST_PAGE_SIZE < len(records)
+        records = await anyio.to_thread.run_sync(
+            partial(self.store.list, cwd=req.cwd), abandon_on_cancel=True
+        )
+        # A keyset cursor: sessions updated between two pages neither repeat nor push others
+        # past the page boundary.
+        if after is not None:
+            records = [r for r in records if (r.updated_at, r.id) < after]
+        page = records[:LIST_PAGE_SIZE]
         infos = [
             SessionInfo(session_id=r.id, cwd=r.cwd, title=r.title or None, updated_at=r.updated_at)
             for r in page
         ]
         listing: dict[str, Any] = {"sessions": [i.dump() for i in infos]}
-        if more:
-            listing["nextCursor"] = encode_cursor(start + LIST_PAGE_SIZE)
+        if len(records) > LIST_PAGE_SIZE:
+            listing["nextCursor"] = encode_cursor(page[-1].updated_at, page[-1].id)
         return listing
 
-    def session(self, session_id: str) -> Session:
+    async def session(self, session_id: str) -> Session:
         """A session of this process, loading its bundle on first use."""
-        return self._sessions.get(session_id) or self._load(session_id)
-
-    def _load(self, session_id: str) -> Session:
+        if session := self._sessions.get(session_id):
+            return session
         try:
-            session = self.store.load(session_id)
+            session = await anyio.to_thread.run_sync(self.store.load, session_id)
         except SessionNotFound:
             raise RpcError(RESOURCE_NOT_FOUND, f"Session not found: {session_id}") from None
         except BundleError as exc:
             raise RpcError(
                 RESOURCE_NOT_FOUND, f"Session {session_id} cannot be loaded: {exc}"
             ) from None
-        self._sessions[session_id] = session
-        return session
+        # Two requests may have loaded it at once; the first one in wins.
+        return self._sessions.setdefault(session_id, session)
+
+    def close(self) -> None:
+        """Release every session's bundle for other processes (the connection ended)."""
+        for session in self._sessions.values():
+            session.close()
 
     # -- modes and options -------------------------------------------------------------
 
     async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(SetSessionModeRequest, params)
-        session = self.session(req.session_id)
+        session = await self.session(req.session_id)
         await self._switch_mode(session, req.mode_id)
         return {}
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(SetConfigOptionRequest, params)
-        session = self.session(req.session_id)
+        session = await self.session(req.session_id)
         value = str(req.value)
         if req.config_id == "mode":
             await self._switch_mode(session, value)
@@ -192,7 +209,8 @@ class AcpAgent:
                     f"choose one of {', '.join(self.cfg.model_ids())}",
                 )
             session.record.selected_model_id = value
-            session.save_record()  # only session.json changed
+            async with _writes(session):
+                await session.save_record()  # only session.json changed
         else:
             raise RpcError(
                 INVALID_PARAMS, f"Invalid params: configId: unknown option {req.config_id!r}"
@@ -207,7 +225,8 @@ class AcpAgent:
             )
         if session.record.mode != mode_id:
             session.record.mode = mode_id
-            session.save_record()  # only session.json changed
+            async with _writes(session):
+                await session.save_record()  # only session.json changed
         await self._update(
             session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
         )
@@ -251,7 +270,7 @@ class AcpAgent:
 
     async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(PromptRequest, params)
-        session = self.session(req.session_id)
+        session = await self.session(req.session_id)
         text = prompt_text(list(req.prompt))
         if session.id in self._turns:
             raise RpcError(
@@ -278,7 +297,8 @@ class AcpAgent:
             await self._update(session.id, event_update(event))
 
         try:
-            return await self.engine.run(session, text, model, emit)
+            async with _writes(session):
+                return await self.engine.run(session, text, model, emit)
         except LLMError as exc:
             # The turn ends; the editor is told why, with the provider's status and words.
             data = {"status": exc.status, "provider": exc.provider, "afterOutput": exc.after_output}
@@ -295,9 +315,30 @@ class AcpAgent:
             await self.peer.notify("session/update", {"sessionId": session_id, "update": update})
 
 
-def _absolute(cwd: str) -> str:
+async def _workspace(cwd: str) -> str:
+    """The session's cwd, refused unless it is an absolute path to an existing folder."""
     if not Path(cwd).is_absolute():
         raise RpcError(
             INVALID_PARAMS, f"Invalid params: cwd: must be an absolute path, got {cwd!r}"
         )
+    if not await anyio.Path(cwd).is_dir():
+        raise RpcError(INVALID_PARAMS, f"Invalid params: cwd: no such folder: {cwd}")
     return cwd
+
+
+@asynccontextmanager
+async def _writes(session: Session) -> AsyncIterator[None]:
+    """A bundle that cannot be written becomes an error the editor shows, never a traceback."""
+    try:
+        yield
+    except BundleBusy as exc:
+        raise RpcError(SESSION_BUSY, f"Session {session.id} is busy: {exc}") from None
+    except OSError as exc:
+        log.warning("session %s: %s", session.id, _os_error(exc))
+        raise RpcError(
+            INTERNAL_ERROR, f"Session {session.id} cannot be saved: {_os_error(exc)}"
+        ) from None
+
+
+def _os_error(exc: OSError) -> str:
+    return f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)

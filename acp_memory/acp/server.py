@@ -41,5 +41,8 @@ async def serve(
         agent = agent or build_agent(cfg, paths, hub)
         conn = Connection(receive, send, agent.handlers(), on_input_closed=agent.cancel_all)
         agent.peer = conn
-        await conn.serve()
+        try:
+            await conn.serve()
+        finally:
+            agent.close()
     log.info("input closed; agent stopped")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal, assert_never
 
 from acp_memory.acp.schema import text_content
 from acp_memory.engine.events import (
@@ -13,6 +13,7 @@ from acp_memory.engine.events import (
     ToolCallStarted,
     TurnEvent,
 )
+from acp_memory.engine.turn import NOT_RUN_RESULT
 from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.tools.registry import parse_arguments
 
@@ -27,31 +28,37 @@ def _locations(paths: list[str]) -> dict[str, Any]:
 
 def event_update(event: TurnEvent) -> dict[str, Any]:
     """The `update` object for one turn event."""
-    if isinstance(event, AgentText):
-        return _chunk("agent_message_chunk", event.text)
-    if isinstance(event, AgentThought):
-        return _chunk("agent_thought_chunk", event.text)
-    if isinstance(event, ToolCallStarted):
-        return {
-            "sessionUpdate": "tool_call",
-            "toolCallId": event.call_id,
-            "title": event.title,
-            "kind": event.kind,
-            "status": "in_progress",
-            "rawInput": event.raw_input,
-            **_locations(event.locations),
-        }
-    return {
-        "sessionUpdate": "tool_call_update",
-        "toolCallId": event.call_id,
-        "status": event.status,
-        "content": [{"type": "content", "content": text_content(event.output)}],
-        **_locations(event.locations),
-    }
+    match event:
+        case AgentText(text):
+            return _chunk("agent_message_chunk", text)
+        case AgentThought(text):
+            return _chunk("agent_thought_chunk", text)
+        case ToolCallStarted():
+            return {
+                "sessionUpdate": "tool_call",
+                "toolCallId": event.call_id,
+                "title": event.title,
+                "kind": event.kind,
+                "status": "in_progress",
+                "rawInput": event.raw_input,
+                **_locations(event.locations),
+            }
+        case ToolCallFinished():
+            return {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": event.call_id,
+                "status": event.status,
+                "content": [{"type": "content", "content": text_content(event.output)}],
+                **_locations(event.locations),
+            }
+        case _:
+            assert_never(event)
 
 
 def replay_updates(messages: list[TranscriptMessage]) -> Iterator[dict[str, Any]]:
-    """The updates that rebuild a transcript in the editor, in order."""
+    """The updates that rebuild a transcript in the editor, in order, as it saw them live."""
+    # Calls the turn never started were never shown; their stored results exist for the model.
+    not_run = {m.tool_call_id for m in messages if m.role == "tool" and m.content == NOT_RUN_RESULT}
     for m in messages:
         if m.role == "user":
             yield _chunk("user_message_chunk", m.content)
@@ -61,6 +68,8 @@ def replay_updates(messages: list[TranscriptMessage]) -> Iterator[dict[str, Any]
             if m.content:
                 yield event_update(AgentText(m.content))
             for call in m.tool_calls or ():
+                if call.id in not_run:
+                    continue
                 args = parse_arguments(call.arguments)
                 yield event_update(
                     ToolCallStarted(
@@ -68,9 +77,11 @@ def replay_updates(messages: list[TranscriptMessage]) -> Iterator[dict[str, Any]
                         call.title or call.name,
                         call.kind or "other",
                         args if isinstance(args, dict) else call.arguments,
+                        call.locations or [],
                     )
                 )
-        elif m.tool_call_id:
+        elif m.tool_call_id and m.tool_call_id not in not_run:
+            status: Literal["completed", "failed"] = "failed" if m.is_error else "completed"
             yield event_update(
-                ToolCallFinished(m.tool_call_id, "failed" if m.is_error else "completed", m.content)
+                ToolCallFinished(m.tool_call_id, status, m.content, m.locations or [])
             )

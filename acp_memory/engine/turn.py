@@ -38,9 +38,8 @@ log = logging.getLogger(__name__)
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 CANCELLED_RESULT = "Error: the tool call was cancelled by the user."
-NOT_RUN_RESULT = (
-    "Error: the tool call was not run; the turn stopped before the answer was complete."
-)
+# The result of a call the turn never started (the editor never saw it either).
+NOT_RUN_RESULT = "Error: the tool call was not run; the turn stopped before it started."
 Clock = Callable[[], datetime]
 
 
@@ -63,19 +62,23 @@ class TurnEngine:
         self.max_turns = max_turns
         self.clock = clock  # the turn context's time; tests pass a ticking fake
 
-    def system_prompt(self, session: Session) -> str:
+    async def system_prompt(self, session: Session) -> str:
         """The system message: stable across every request of a session in one mode."""
         record = session.record
-        template = self.templates.load(f"{record.mode}.md")
+        # Re-read every step so hand edits apply; off the event loop like every file read.
+        template = await anyio.to_thread.run_sync(
+            self.templates.load, f"{record.mode}.md", abandon_on_cancel=True
+        )
         specs = self.tools.specs(record.mode)
         return render_system(template, cwd=record.cwd, tools=specs, memory=record.agent_memory)
 
-    def build_request(
+    async def build_request(
         self, session: Session, model: ModelHandle, context: TurnContext
     ) -> ChatRequest:
         """System, then the whole history, then the turn context as the last user message."""
+        system = await self.system_prompt(session)
         history = [to_llm_message(m) for m in session.messages]
-        messages = [Message("system", self.system_prompt(session)), *history, context.message()]
+        messages = [Message("system", system), *history, context.message()]
         return model.request(
             messages,
             tools=self.tools.specs(session.record.mode),
@@ -91,7 +94,7 @@ class TurnEngine:
         turn_context: Callable[[], TurnContext] = TurnContext,
     ) -> StopReason:
         """One user turn; the transcript is persisted after every message, even on cancel."""
-        session.append(TranscriptMessage(role="user", content=user_text))
+        await session.append(TranscriptMessage(role="user", content=user_text))
         for _ in range(self.max_turns):
             context = turn_context()  # rebuilt at every step: fresh time, tasks, memory
             if context.now is None:
@@ -113,7 +116,7 @@ class TurnEngine:
         context: TurnContext,
     ) -> _Reply:
         """One model call: what it said, and the tool calls it asked for, resolved."""
-        request = self.build_request(session, model, context)
+        request = await self.build_request(session, model, context)
         reply = _Reply()
         complete = False
         try:
@@ -135,16 +138,16 @@ class TurnEngine:
         finally:
             # Recorded even when cancelled mid-stream, so the transcript shows what was seen.
             if reply.text or reply.reasoning or reply.calls:
-                session.append(reply.to_transcript())
+                await session.append(reply.to_transcript(_tool_context(session)))
             if not complete:
                 # Calls that arrived before the stream was cut never run; providers refuse a
                 # history where a tool call has no result, so each gets a cancelled one.
                 for prepared in reply.calls:
-                    session.append(_cancelled(prepared.call, NOT_RUN_RESULT))
+                    await session.append(_cancelled(prepared.call, NOT_RUN_RESULT))
         return reply
 
     async def _run_tools(self, session: Session, calls: list[PreparedCall], emit: Emit) -> None:
-        ctx = ToolContext(session.id, Path(session.record.cwd), session.record.mode)
+        ctx = _tool_context(session)
         pending = list(calls)
         running: str | None = None  # the call the editor shows in progress
         try:
@@ -161,13 +164,14 @@ class TurnEngine:
                     )
                 )
                 result = await self.tools.run(prepared, ctx)
-                session.append(
+                await session.append(
                     TranscriptMessage(
                         role="tool",
                         content=result.text,
                         tool_call_id=call_id,
                         name=prepared.call.name,
                         is_error=result.is_error or None,
+                        locations=result.locations or None,
                     )
                 )
                 pending.pop(0)
@@ -179,11 +183,16 @@ class TurnEngine:
         finally:
             # Providers refuse a history where a tool call has no result.
             for prepared in pending:
-                session.append(_cancelled(prepared.call))
+                text = CANCELLED_RESULT if prepared.call.id == running else NOT_RUN_RESULT
+                await session.append(_cancelled(prepared.call, text))
             if running is not None:
                 # The editor would show the interrupted call in progress for ever.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(1):
                     await emit(ToolCallFinished(running, "failed", CANCELLED_RESULT))
+
+
+def _tool_context(session: Session) -> ToolContext:
+    return ToolContext(session.id, Path(session.record.cwd), session.record.mode)
 
 
 def _cancelled(call: ToolCall, text: str = CANCELLED_RESULT) -> TranscriptMessage:
@@ -200,7 +209,7 @@ class _Reply:
         self.calls: list[PreparedCall] = []
         self.finish: str = "stop"
 
-    def to_transcript(self) -> TranscriptMessage:
+    def to_transcript(self, ctx: ToolContext) -> TranscriptMessage:
         calls = [
             StoredToolCall(
                 id=p.call.id,
@@ -208,6 +217,7 @@ class _Reply:
                 arguments=p.call.arguments,
                 title=p.title,
                 kind=p.kind,
+                locations=p.locations(ctx) or None,
             )
             for p in self.calls
         ]

@@ -49,6 +49,7 @@ class StoredToolCall(CamelModel):
     arguments: str
     title: str | None = None
     kind: str | None = None
+    locations: list[str] | None = None  # what the editor was shown, for a faithful replay
 
 
 class TranscriptMessage(CamelModel):
@@ -61,6 +62,7 @@ class TranscriptMessage(CamelModel):
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool | None = None
+    locations: list[str] | None = None
     created_at: str = Field(default_factory=utc_now)
 
 

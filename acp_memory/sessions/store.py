@@ -5,13 +5,16 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 from pydantic import ValidationError
 
 from acp_memory.atomic import write_json_atomic
+from acp_memory.sessions.lock import BundleLock
 from acp_memory.sessions.model import (
     SessionRecord,
     Transcript,
@@ -19,11 +22,11 @@ from acp_memory.sessions.model import (
     new_session_id,
     utc_now,
 )
+from acp_memory.sessions.transcript import MESSAGES_FILE, TranscriptFile
 
 log = logging.getLogger(__name__)
 
 SESSION_FILE = "session.json"
-MESSAGES_FILE = "messages.json"
 SUBAGENTS_DIR = "subagents"
 
 
@@ -37,43 +40,91 @@ class SessionNotFound(Exception):
 
 @dataclass
 class Session:
-    """A session in memory, mirrored by its bundle folder."""
+    """A session in memory, mirrored by its bundle folder.
+
+    Writes go through `append` and `save_record`: off the event loop, one at a time, and only
+    while this process holds the bundle's lock (taken at the first write, so a second process
+    can still read and replay the session).
+    """
 
     record: SessionRecord
     dir: Path
     messages: list[TranscriptMessage] = field(default_factory=list)
+    # messages.json as it was when read; a change by another process is reloaded before writing.
+    seen: tuple[int, int, int] | None = None
+    transcript: TranscriptFile = field(init=False)
+    lock: BundleLock = field(init=False)
+    _writing: anyio.Lock = field(init=False, default_factory=anyio.Lock)
+
+    def __post_init__(self) -> None:
+        self.transcript = TranscriptFile(self.dir)
+        self.lock = BundleLock(self.dir)
 
     @property
     def id(self) -> str:
         return self.record.id
 
-    def save(self) -> None:
-        """Write session.json and messages.json (each atomically)."""
-        self.save_record()
-        self._save_messages(self.messages)
-
-    def save_record(self) -> None:
-        """Write session.json, stamping updatedAt."""
-        self.record.updated_at = utc_now()
-        write_json_atomic(self.dir / SESSION_FILE, self.record.dump())
-
-    def append(self, message: TranscriptMessage) -> None:
-        """Add a message to the transcript and persist it.
+    async def append(self, message: TranscriptMessage) -> None:
+        """Add a message to the transcript and persist it, even while the turn is cancelled.
 
         session.json is rewritten once per user message (activity time, title), not for every
-        assistant or tool message: each write is an fsync on the turn's critical path.
+        assistant or tool message.
         """
-        # Written before it joins the list: a message that cannot be stored must not stay in
-        # memory, where every later write of the transcript would trip over it again.
-        self._save_messages([*self.messages, message])
-        self.messages.append(message)
-        if message.role == "user":
-            if not self.record.title:
-                self.record.title = _title_from(message.content)
-            self.save_record()
+        # Shielded: a message the turn produced is recorded whether or not the turn goes on.
+        with anyio.CancelScope(shield=True):
+            async with self._writing:
+                await self._claim()
+                # Written before it joins the list: a message that cannot be stored must not
+                # stay in memory, where every later write would trip over it again.
+                dumped = [*(m.dump() for m in self.messages), message.dump()]
+                await anyio.to_thread.run_sync(self.transcript.append, dumped)
+                self.messages.append(message)
+                if message.role == "user":
+                    if not self.record.title:
+                        self.record.title = _title_from(message.content)
+                    await self._write_record()
 
-    def _save_messages(self, messages: list[TranscriptMessage]) -> None:
-        write_json_atomic(self.dir / MESSAGES_FILE, Transcript(messages=messages).dump())
+    async def save_record(self) -> None:
+        """Write session.json, stamping updatedAt."""
+        with anyio.CancelScope(shield=True):
+            async with self._writing:
+                await self._claim()
+                await self._write_record()
+
+    def close(self) -> None:
+        """Let other processes write this bundle."""
+        self.lock.release()
+
+    async def _write_record(self) -> None:
+        self.record.updated_at = utc_now()
+        path, data = self.dir / SESSION_FILE, self.record.dump()
+        await anyio.to_thread.run_sync(write_json_atomic, path, data)
+
+    async def _claim(self) -> None:
+        if self.lock.held:
+            return
+        fresh = await anyio.to_thread.run_sync(self._lock_and_reread)
+        if fresh is not None:
+            self.record, self.messages = fresh.record, fresh.messages
+
+    def _lock_and_reread(self) -> Session | None:
+        self.lock.acquire()
+        try:
+            if _stat_key(self.transcript.path) == self.seen:
+                return None
+            # Another process wrote the bundle since we read it: build on what it wrote.
+            return load_bundle(self.dir)
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def create_files(self) -> None:
+        """Lock a new bundle and write its two files (synchronously: one small write each)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.lock.acquire()
+        write_json_atomic(self.dir / SESSION_FILE, self.record.dump())
+        self.transcript.write_all([m.dump() for m in self.messages])
+        self.seen = _stat_key(self.transcript.path)
 
     def subagents_dir(self) -> Path:
         return self.dir / SUBAGENTS_DIR
@@ -110,7 +161,7 @@ class SessionStore:
             record.subagent_run = True
             record.parent_session_id = parent.id
         session = Session(record=record, dir=folder)
-        session.save()
+        session.create_files()
         return session
 
     def load(self, session_id: str) -> Session:
@@ -147,13 +198,22 @@ def load_bundle(folder: Path) -> Session:
     except FileNotFoundError:
         raise SessionNotFound(folder.name) from None
     messages_path = folder / MESSAGES_FILE
+    seen = _stat_key(messages_path)
     try:
         transcript = Transcript.model_validate(_read_json(messages_path))
     except FileNotFoundError:
         transcript = Transcript()
     except ValidationError as exc:
         raise BundleError(f"{messages_path}: not a valid transcript: {_first_error(exc)}") from None
-    return Session(record=record, dir=folder, messages=transcript.messages)
+    return Session(record=record, dir=folder, messages=transcript.messages, seen=seen)
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _read_record(path: Path) -> SessionRecord:
@@ -195,14 +255,18 @@ def _title_from(text: str, limit: int = 80) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def encode_cursor(index: int) -> str:
-    """An opaque cursor for session/list pagination."""
-    return base64.urlsafe_b64encode(f"o:{index}".encode()).decode()
+def encode_cursor(updated_at: str, session_id: str) -> str:
+    """An opaque session/list cursor: the (updatedAt, id) of the last session on a page."""
+    raw = json.dumps([updated_at, session_id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
-def decode_cursor(cursor: str) -> int:
-    """The offset a cursor stands for; ValueError for a cursor we did not issue."""
-    raw = base64.urlsafe_b64decode(cursor.encode()).decode()
-    if not raw.startswith("o:") or not raw[2:].isdigit():
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    """The (updatedAt, id) a cursor stands for; ValueError for a cursor we did not issue."""
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, UnicodeError) as exc:  # binascii.Error is a ValueError
+        raise ValueError(cursor) from exc
+    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
         raise ValueError(cursor)
-    return int(raw[2:])
+    return value[0], value[1]

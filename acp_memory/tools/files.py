@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from acp_memory.paths import resolves_inside
 from acp_memory.tools.base import ToolContext, ToolError, ToolKind, ToolResult
@@ -40,10 +44,11 @@ class ReadFile:
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         path = _inside(ctx, args["path"])
-        try:
-            data = path.read_bytes()[: _MAX_READ_BYTES + 1]
-        except OSError as exc:
-            raise ToolError(f"cannot read {args['path']}: {exc.strerror}") from None
+        # A worker thread the turn abandons on cancel: a slow disk or a network mount must not
+        # stall the event loop that serves every other session.
+        data = await anyio.to_thread.run_sync(
+            read_head, path, _MAX_READ_BYTES + 1, args["path"], abandon_on_cancel=True
+        )
         text = data[:_MAX_READ_BYTES].decode("utf-8", errors="replace")
         if len(data) > _MAX_READ_BYTES:
             text += f"\n[truncated at {_MAX_READ_BYTES} bytes]"
@@ -69,9 +74,35 @@ class ListDirectory:
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         folder = _inside(ctx, args.get("path") or ".")
-        try:
-            entries = sorted(folder.iterdir(), key=lambda p: p.name)
-        except OSError as exc:
-            raise ToolError(f"cannot list {args.get('path') or '.'}: {exc.strerror}") from None
-        lines = [p.name + ("/" if p.is_dir() else "") for p in entries]
+        lines = await anyio.to_thread.run_sync(
+            _listing, folder, args.get("path") or ".", abandon_on_cancel=True
+        )
         return ToolResult("\n".join(lines) or "(empty folder)", locations=[str(folder)])
+
+
+def read_head(path: Path, limit: int, shown: str) -> bytes:
+    """At most `limit` bytes of a regular file; ToolError for anything else (FIFO, device…)."""
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer would otherwise wait for one for ever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"cannot read {shown}: it is a folder (use list_directory)")
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"cannot read {shown}: not a regular file")
+        os.set_blocking(fd, True)
+        try:
+            return f.read(limit)
+        except OSError as exc:
+            raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
+
+
+def _listing(folder: Path, shown: str) -> list[str]:
+    try:
+        entries = sorted(folder.iterdir(), key=lambda p: p.name)
+        return [p.name + ("/" if p.is_dir() else "") for p in entries]
+    except OSError as exc:
+        raise ToolError(f"cannot list {shown}: {exc.strerror}") from None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 from acp import RequestError, text_block
@@ -142,7 +143,7 @@ async def test_list_filters_by_cwd_pages_with_a_cursor_and_hides_children(cfg, p
     store = SessionStore(paths.sessions_dir)
     mine = [store.create(cwd=str(paths.cwd), model_id="offline/default") for _ in range(57)]
     store.create(cwd=str(other), model_id="offline/default")
-    store.create(
+    child = store.create(
         cwd=str(paths.cwd),
         model_id="offline/default",
         parent=mine[0],
@@ -150,6 +151,8 @@ async def test_list_filters_by_cwd_pages_with_a_cursor_and_hides_children(cfg, p
         subagent_task_id="bg_1",
         subagent_depth=1,
     )
+    # A child bundle found at the top level (moved there by hand) is still not a session to list.
+    shutil.copytree(child.dir, paths.sessions_dir / child.id)
     async with in_process_agent(cfg, paths) as ed:
         await ed.conn.initialize(protocol_version=1)
         first = await ed.conn.list_sessions(cwd=str(paths.cwd))

@@ -52,12 +52,12 @@ async def test_a_long_prompt_does_not_block_other_requests(cfg, paths):
     async with in_process_agent(cfg, paths, gated_agent(cfg, paths, provider)) as ed:
         sid = await ed.start_session(paths.cwd)
         other = (await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])).session_id
-        async with prompt_in_flight(ed, sid, provider, "slow"):
+        async with prompt_in_flight(ed, sid, provider, "slow") as result:
             with anyio.fail_after(5):
                 # The first turn is held on its model; these are answered all the same.
                 listed = await ed.conn.list_sessions()
                 await ed.conn.set_session_mode(session_id=other, mode_id="ask")
-            assert not provider.release.is_set()
+            assert "resp" not in result, "the held turn finished before the other requests"
             assert {s.session_id for s in listed.sessions} == {sid, other}
             provider.release.set()
 

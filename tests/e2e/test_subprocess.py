@@ -67,13 +67,15 @@ def test_only_protocol_messages_reach_stdout_even_when_code_prints(tmp_path):
         },
     ]
     env = {**os.environ, "ACP_MEMORY_HOME": str(tmp_path / "home")}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
+    stderr_file = tmp_path / "stderr.log"
+    with stderr_file.open("wb") as stderr_sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr_sink,  # a file: logs can never fill a pipe nobody reads
+            env=env,
+        )
     assert proc.stdin and proc.stdout
     for msg in lines:
         proc.stdin.write(json.dumps(msg).encode() + b"\n")
@@ -86,10 +88,20 @@ def test_only_protocol_messages_reach_stdout_even_when_code_prints(tmp_path):
         "method": "session/prompt",
         "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]},
     }
-    stdout, stderr = proc.communicate(json.dumps(prompt).encode() + b"\n", timeout=30)
-    for line in stdout.splitlines():
+    proc.stdin.write(json.dumps(prompt).encode() + b"\n")
+    proc.stdin.flush()
+    # The input stays open until the turn has answered: its end would cancel the turn.
+    stdout = []
+    while not stdout or json.loads(stdout[-1]).get("id") != 3:
+        line = proc.stdout.readline()
+        assert line, "the agent exited before answering the prompt"
+        stdout.append(line)
+    rest, _ = proc.communicate(b"", timeout=30)
+    stdout += rest.splitlines()
+    stderr = stderr_file.read_bytes()
+    for line in stdout:
         json.loads(line)  # every line is JSON-RPC
-    assert b"STRAY" not in stdout
+    assert not any(b"STRAY" in line for line in stdout)
     assert b"STRAY PRINT FROM A HANDLER" in stderr and b"STRAY FD1 WRITE" in stderr
     assert proc.returncode == 0
 
@@ -105,7 +117,7 @@ def test_closing_stdin_mid_turn_cancels_it_and_exits_zero(tmp_path):
         [sys.executable, "-m", "acp_memory"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # never a pipe nobody reads: 64 KB of logs would block it
         env=env,
     )
     assert proc.stdin and proc.stdout

@@ -146,13 +146,17 @@ async def test_editing_a_template_under_prompts_dir_changes_the_next_system_prom
     template = override / "agent.md"
     template.write_text("Custom v1 for {{cwd}}.\nTools:\n{{tools}}\nNotes: {{memory}}\n")
     async with FakeOpenAI() as server:
-        server.script(tool_calls(call("list_directory", {})), text("one"), text("two"))
+        server.script(
+            tool_calls(call("list_directory", {})), text("one"), text("two"), text("three")
+        )
         cfg = fake_config(server.base_url, prompts_dir=str(override))
         async with turn_agent(cfg, paths) as (ed, _):
             sid = await ed.start_session(paths.cwd)
             await prompt(ed, sid, "first")
             template.write_text(template.read_text().replace("v1", "v2"))
             await prompt(ed, sid, "second")
+            await ed.conn.set_session_mode(session_id=sid, mode_id="plan")
+            await prompt(ed, sid, "third")
         requests = server.requests
 
     systems = [r.messages[0]["content"] for r in requests]
@@ -163,7 +167,9 @@ async def test_editing_a_template_under_prompts_dir_changes_the_next_system_prom
     )
     assert systems[2] == systems[0].replace("v1", "v2")
     # The built-in plan template is still used for modes the override folder lacks.
-    assert (TEMPLATES / "plan.md").is_file()
+    builtin_plan = (TEMPLATES / "plan.md").read_text(encoding="utf-8")
+    assert systems[3].startswith(builtin_plan.split("{{")[0])
+    assert "Custom" not in systems[3] and "in plan mode" in systems[3]
 
 
 async def test_session_notes_fill_the_memory_slot_of_the_system_prompt(paths):
@@ -171,7 +177,7 @@ async def test_session_notes_fill_the_memory_slot_of_the_system_prompt(paths):
         cfg = fake_config(server.base_url)
         async with turn_agent(cfg, paths) as (ed, agent):
             sid = await ed.start_session(paths.cwd)
-            agent.session(sid).record.agent_memory = "The user prefers tabs."
+            (await agent.session(sid)).record.agent_memory = "The user prefers tabs."
             await prompt(ed, sid, "hi")
     system = server.requests[0].messages[0]["content"]
     assert "The user prefers tabs." in system

@@ -110,10 +110,10 @@ async def test_cancel_during_a_running_tool_stops_it_and_records_a_cancelled_res
             assert stop == "cancelled" and elapsed < CANCEL_BOUND_S
             assert hold.cancelled.is_set()
             assert await prompt(ed, sid, "never mind") == "end_turn"
-    # Both calls have a result (the second never ran), so the next request is valid.
+    # Both calls have a result (the second never started), so the next request is valid.
     results = [m for m in server.requests[1].messages if m["role"] == "tool"]
     assert [(m["tool_call_id"], m["content"]) for m in results] == [
-        ("h1", CANCELLED_RESULT), ("call_1_1", CANCELLED_RESULT),
+        ("h1", CANCELLED_RESULT), ("call_1_1", NOT_RUN_RESULT),
     ]
     starts = [u for s, u in ed.client.updates if s == sid and u.session_update == "tool_call"]
     assert [u.tool_call_id for u in starts] == ["h1"]

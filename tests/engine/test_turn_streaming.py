@@ -55,10 +55,12 @@ async def test_a_turn_streams_thoughts_text_tool_calls_and_their_results(paths):
     assert stored[1]["toolCalls"][0] == {
         "id": "r1", "name": "read_file", "arguments": '{"path": "a.md"}',
         "title": "Read a.md", "kind": "read",
+        "locations": [str((paths.cwd / "a.md").resolve())],
     }
     stored[2].pop("createdAt", None)
     assert stored[2] == {
         "role": "tool", "content": "alpha\n", "toolCallId": "r1", "name": "read_file",
+        "locations": [str((paths.cwd / "a.md").resolve())],
     }
     assert stored[3]["content"] == "It says alpha."
 

@@ -1,0 +1,140 @@
+"""messages.json on disk: appended in O(message), and a whole JSON document at every instant.
+
+Two files take turns. `messages.json` is what readers open; a spare beside it holds the same
+transcript one or two messages behind. An append writes the messages the spare lacks over its
+closing bracket, flushes it, then swaps the two names (link, rename, rename). A reader that
+opens `messages.json`, or a writer killed at any point, only ever meets a complete file: the
+swap is a rename, and bytes are written in place only into the file no name points readers at.
+
+Each file is padded with trailing spaces (which JSON ignores) to a capacity, so an append never
+changes a file's size: a reader that opened the old file just before a swap, and reads it in
+several calls, cannot find a new end glued to the old one. A file that runs out of room is
+written whole with a quarter more, which keeps appends O(message) amortised.
+
+The layout is `{"version":1,"messages":[` then one message per line, then `]}`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from acp_memory.atomic import write_atomic
+
+MESSAGES_FILE = "messages.json"
+_SPARE = ".messages.json.spare"
+_SWAP = ".messages.json.swap"
+_HEAD = b'{"version":1,"messages":['
+_TAIL = b"\n]}\n"
+_MIN_ROOM = 16 * 1024
+
+
+def encode_message(message: dict[str, Any]) -> bytes:
+    """One transcript entry as a single line of UTF-8 JSON."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What we know of one of the two files: inode, size, message count, closing offset."""
+
+    ino: int
+    size: int
+    count: int
+    end: int  # where the closing tail starts; new messages are written here
+
+
+def _entries(lines: Sequence[bytes], first: int) -> bytes:
+    return b"".join((b",\n" if first + i else b"\n") + line for i, line in enumerate(lines))
+
+
+def _document(messages: Sequence[dict[str, Any]]) -> tuple[bytes, int]:
+    """The whole file, padded, and where its closing tail starts."""
+    body = _HEAD + _entries([encode_message(m) for m in messages], 0)
+    room = max(_MIN_ROOM, len(body) // 4)
+    return body + _TAIL + b" " * room, len(body)
+
+
+class TranscriptFile:
+    """The transcript of one bundle; not thread-safe (the session serialises its writes)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / MESSAGES_FILE
+        self._spare_path = folder / _SPARE
+        self._swap_path = folder / _SWAP
+        self._current: _Shape | None = None
+        self._spare: _Shape | None = None
+
+    def write_all(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Replace the transcript whole (a new bundle, or a rewritten history)."""
+        data, end = _document(messages)
+        write_atomic(self.path, data)
+        self._current = _Shape(os.stat(self.path).st_ino, len(data), len(messages), end)
+        self._spare = None
+
+    def append(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Make the file hold `messages`: those already written, then the new ones."""
+        spare = self._ready_spare(len(messages))
+        if spare is not None:
+            entries = _entries([encode_message(m) for m in messages[spare.count :]], spare.count)
+            if spare.end + len(entries) + len(_TAIL) <= spare.size:
+                spare = self._write_spare(entries + _TAIL, spare, spare.end + len(entries))
+            else:
+                spare = None
+        if spare is None:
+            # After a load, when a file is full, or on anything unexpected: written whole.
+            data, end = _document(messages)
+            spare = self._write_spare(data, None, end)
+        spare = _Shape(spare.ino, spare.size, len(messages), spare.end)
+        kept_old = self._swap()
+        self._current, self._spare = spare, (self._current if kept_old else None)
+
+    def _ready_spare(self, wanted: int) -> _Shape | None:
+        # The spare is trusted only if it is still the very file we left there, unchanged.
+        spare = self._spare
+        if spare is None or spare.count >= wanted:
+            return None
+        try:
+            st = os.stat(self._spare_path)
+        except OSError:
+            return None
+        return spare if (st.st_ino, st.st_size) == (spare.ino, spare.size) else None
+
+    def _write_spare(self, data: bytes, into: _Shape | None, end: int) -> _Shape:
+        if into is None:
+            # A new inode, never a truncated one: a reader may still hold the old file open.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._spare_path)
+        flags = os.O_WRONLY | (0 if into else os.O_CREAT | os.O_EXCL)
+        at = into.end if into else 0
+        fd = os.open(self._spare_path, flags, 0o644)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.pwrite(fd, data[written:], at + written)
+            # Data first, then the rename: after a power cut the name never points at a hole.
+            os.fdatasync(fd)
+            st = os.fstat(fd)
+            return _Shape(st.st_ino, st.st_size, 0, end)
+        finally:
+            os.close(fd)
+
+    def _swap(self) -> bool:
+        """Put the spare under the readers' name; True when the old file became the spare."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._swap_path)
+        try:
+            # The old file stays linked under the swap name, then becomes the next spare.
+            os.link(self.path, self._swap_path)
+        except OSError:
+            # No old file, or a file system without hard links: the next append writes whole.
+            os.replace(self._spare_path, self.path)
+            return False
+        os.replace(self._spare_path, self.path)
+        os.replace(self._swap_path, self._spare_path)
+        return True

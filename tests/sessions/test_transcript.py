@@ -1,0 +1,171 @@
+"""messages.json: cheap appends, a whole document at every instant, one writing process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from acp_memory.sessions import transcript as transcript_module
+from acp_memory.sessions.lock import BundleBusy
+from acp_memory.sessions.model import TranscriptMessage
+from acp_memory.sessions.store import Session, SessionStore, load_bundle
+
+pytestmark = pytest.mark.anyio
+
+WRITER = Path(__file__).with_name("transcript_writer.py")
+
+
+def _message(i: int, size: int = 40) -> TranscriptMessage:
+    return TranscriptMessage(role="assistant" if i % 2 else "user", content=f"m{i} " + "x" * size)
+
+
+def _stored(folder: Path) -> list[dict]:
+    document = json.loads((folder / "messages.json").read_bytes())
+    assert document["version"] == 1
+    return document["messages"]
+
+
+def _new(tmp_path: Path) -> Session:
+    return SessionStore(tmp_path / "sessions").create(cwd=str(tmp_path), model_id="offline/default")
+
+
+async def test_each_append_writes_the_new_message_not_the_whole_transcript(tmp_path, monkeypatch):
+    session = _new(tmp_path)
+    for i in range(1500):
+        session.messages.append(_message(i, size=4000))  # a 6 MB history, as if loaded
+    await session.append(_message(1500))
+    await session.append(_message(1501))  # the first two after a load are written whole
+    written: list[int] = []
+    real_pwrite = os.pwrite
+
+    def counting_pwrite(fd: int, data: bytes, offset: int) -> int:
+        written.append(len(data))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(transcript_module.os, "pwrite", counting_pwrite)
+    monkeypatch.setattr(transcript_module, "write_atomic", None)  # no whole rewrite either
+    new = _message(1502, size=100)
+    await session.append(new)
+    await session.append(_message(1503, size=100))
+    # The spare lags one message, so an append writes at most two messages and the closing.
+    assert 0 < sum(written) < 2 * (len(new.model_dump_json()) + 64)
+    stored = _stored(session.dir)
+    assert len(stored) == 1504 and stored[-1]["content"].startswith("m1503 ")
+
+
+async def test_a_reader_always_finds_every_message_written_so_far(tmp_path):
+    session = _new(tmp_path)
+    done = threading.Event()
+    appended = [0]
+    problems: list[str] = []
+
+    def read_constantly() -> None:
+        while not done.is_set():
+            floor = appended[0]
+            try:
+                count = len(_stored(session.dir))
+            except (OSError, ValueError) as exc:
+                problems.append(f"unreadable: {exc!r}")
+                return
+            if count < floor:
+                problems.append(f"{count} messages on disk after {floor} appends")
+                return
+
+    reader = threading.Thread(target=read_constantly)
+    reader.start()
+    try:
+        for i in range(150):
+            await session.append(_message(i, size=i * 37 % 3000))
+            appended[0] = i + 1
+    finally:
+        done.set()
+        reader.join()
+    assert problems == []
+    assert [m["content"].split()[0] for m in _stored(session.dir)] == [f"m{i}" for i in range(150)]
+
+
+def test_a_writer_killed_at_any_moment_leaves_a_whole_transcript(tmp_path):
+    # Messages of several pages each, so a kill can land in the middle of a write.
+    for round_ in range(4):
+        folder = tmp_path / f"round{round_}"
+        proc = subprocess.Popen(
+            [sys.executable, str(WRITER), str(folder)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert proc.stdout
+        acknowledged = 0
+        for _ in range(3 + round_ * 3):
+            line = proc.stdout.readline()
+            assert line, "the writer died on its own"
+            acknowledged = int(line)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        bundle = next((folder / "sessions").iterdir())
+        stored = _stored(bundle)
+        assert len(stored) >= acknowledged
+        assert [m["content"][:7] for m in stored] == [f"m{i:06d}" for i in range(len(stored))]
+
+
+async def test_loading_a_bundle_writes_nothing(tmp_path):
+    session = _new(tmp_path)
+    for i in range(5):
+        await session.append(_message(i))
+    session.close()
+
+    def snapshot() -> dict[str, tuple[int, int, int]]:
+        return {
+            str(p): (p.stat().st_ino, p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(session.dir.rglob("*"))
+        }
+
+    before = snapshot()
+    again = load_bundle(session.dir)
+    assert len(again.messages) == 5
+    assert snapshot() == before
+
+
+async def test_a_transcript_replaced_by_hand_between_appends_is_never_corrupted(tmp_path):
+    session = _new(tmp_path)
+    for i in range(4):
+        await session.append(_message(i))
+    # An editor saves a pretty-printed copy (a new file under the same name).
+    path = session.dir / "messages.json"
+    path.unlink()
+    spare = json.loads((session.dir / ".messages.json.spare").read_text())
+    path.write_text(json.dumps(spare, indent=4))
+    for i in range(4, 8):
+        await session.append(_message(i))
+    assert [m["content"].split()[0] for m in _stored(session.dir)] == [f"m{i}" for i in range(8)]
+
+
+async def test_a_second_writer_of_a_bundle_is_refused_then_builds_on_what_the_first_wrote(tmp_path):
+    first = _new(tmp_path)
+    await first.append(_message(0))
+    second = load_bundle(first.dir)  # e.g. another acp-memory process loading the session
+    await first.append(_message(1))
+    with pytest.raises(BundleBusy, match="another acp-memory process"):
+        await second.append(_message(99))
+    assert len(_stored(first.dir)) == 2
+    first.close()
+    await second.append(_message(2))
+    # The second writer reloaded the bundle first: the first writer's message is not lost.
+    assert [m["content"].split()[0] for m in _stored(first.dir)] == ["m0", "m1", "m2"]
+    assert [m.content.split()[0] for m in second.messages] == ["m0", "m1", "m2"]
+
+
+async def test_a_message_is_recorded_even_when_the_turn_is_cancelled_meanwhile(tmp_path):
+    session = _new(tmp_path)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await session.append(_message(0))
+    assert [m["content"].split()[0] for m in _stored(session.dir)] == ["m0"]
