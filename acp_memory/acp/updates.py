@@ -14,7 +14,7 @@ from acp_memory.engine.events import (
     TurnEvent,
 )
 from acp_memory.engine.turn import NOT_RUN_RESULT
-from acp_memory.sessions.model import TranscriptMessage
+from acp_memory.sessions.model import StoredToolCall, TranscriptMessage
 from acp_memory.tools.registry import parse_arguments
 
 
@@ -57,9 +57,24 @@ def event_update(event: TurnEvent) -> dict[str, Any]:
 
 def replay_updates(messages: list[TranscriptMessage]) -> Iterator[dict[str, Any]]:
     """The updates that rebuild a transcript in the editor, in order, as it saw them live."""
-    # Calls the turn never started were never shown; their stored results exist for the model.
-    not_run = {m.tool_call_id for m in messages if m.role == "tool" and m.content == NOT_RUN_RESULT}
+    # Live, a call is shown when it starts running, just before its result; calls the turn
+    # never started were never shown (their stored results exist for the model's sake).
+    started: dict[str, dict[str, Any]] = {}
     for m in messages:
+        if m.role == "tool" and m.tool_call_id:
+            start = started.pop(m.tool_call_id, None)
+            if m.content == NOT_RUN_RESULT:
+                continue
+            if start is not None:
+                yield start
+            status: Literal["completed", "failed"] = "failed" if m.is_error else "completed"
+            yield event_update(
+                ToolCallFinished(m.tool_call_id, status, m.content, m.locations or [])
+            )
+            continue
+        # A call with no result at all (the process died mid-call) is shown as it was left.
+        yield from started.values()
+        started.clear()
         if m.role == "user":
             yield _chunk("user_message_chunk", m.content)
         elif m.role == "assistant":
@@ -68,20 +83,13 @@ def replay_updates(messages: list[TranscriptMessage]) -> Iterator[dict[str, Any]
             if m.content:
                 yield event_update(AgentText(m.content))
             for call in m.tool_calls or ():
-                if call.id in not_run:
-                    continue
-                args = parse_arguments(call.arguments)
-                yield event_update(
-                    ToolCallStarted(
-                        call.id,
-                        call.title or call.name,
-                        call.kind or "other",
-                        args if isinstance(args, dict) else call.arguments,
-                        call.locations or [],
-                    )
-                )
-        elif m.tool_call_id and m.tool_call_id not in not_run:
-            status: Literal["completed", "failed"] = "failed" if m.is_error else "completed"
-            yield event_update(
-                ToolCallFinished(m.tool_call_id, status, m.content, m.locations or [])
-            )
+                started[call.id] = event_update(_started(call))
+    yield from started.values()
+
+
+def _started(call: StoredToolCall) -> ToolCallStarted:
+    args = parse_arguments(call.arguments)
+    raw_input = args if isinstance(args, dict) else call.arguments
+    return ToolCallStarted(
+        call.id, call.title or call.name, call.kind or "other", raw_input, call.locations or []
+    )

@@ -87,17 +87,19 @@ def read_head(path: Path, limit: int, shown: str) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
+    try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise ToolError(f"cannot read {shown}: it is a folder (use list_directory)")
         if not stat.S_ISREG(st.st_mode):
             raise ToolError(f"cannot read {shown}: not a regular file")
         os.set_blocking(fd, True)
-        try:
+        with os.fdopen(os.dup(fd), "rb") as f:
             return f.read(limit)
-        except OSError as exc:
-            raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
+    except OSError as exc:
+        raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def _listing(folder: Path, shown: str) -> list[str]:

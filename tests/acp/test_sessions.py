@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -185,3 +186,66 @@ async def test_a_child_bundle_nests_under_the_parents_subagents_folder(paths):
     assert record["subagentRun"] is True and record["parentSessionId"] == parent.id
     assert record["subagentName"] == "memory" and record["subagentTaskId"] == "bg_3"
     assert record["subagentDepth"] == 1
+
+
+async def test_paging_neither_repeats_nor_skips_when_a_session_changes_between_pages(cfg, paths):
+    store = SessionStore(paths.sessions_dir)
+    created = [store.create(cwd=str(paths.cwd), model_id="offline/default") for _ in range(60)]
+    for s in created:
+        s.close()
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        first = await ed.conn.list_sessions()
+        on_first = {s.session_id for s in first.sessions}
+        moved = next(s.id for s in created if s.id not in on_first)
+        # A session not yet listed becomes the newest while the client pages.
+        await ed.conn.set_session_mode(session_id=moved, mode_id="plan")
+        second = await ed.conn.list_sessions(cursor=first.next_cursor)
+    listed = [s.session_id for s in first.sessions + second.sessions]
+    assert len(listed) == len(set(listed)), "a session was listed twice"
+    assert set(listed) == {s.id for s in created} - {moved}
+    assert second.next_cursor is None
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+async def test_a_session_needs_an_existing_folder_as_its_cwd(cfg, paths, kind):
+    cwd = paths.cwd / "nope"
+    if kind == "a file":
+        cwd.write_text("not a folder")
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        with pytest.raises(RequestError) as err:
+            await ed.conn.new_session(cwd=str(cwd), mcp_servers=[])
+    assert err.value.code == -32602
+    assert "cwd" in str(err.value) and str(cwd) in str(err.value)
+    assert not paths.sessions_dir.exists() or not any(paths.sessions_dir.iterdir())
+
+
+async def test_a_sessions_folder_that_cannot_be_created_is_a_clear_error(cfg, paths, caplog):
+    paths.home.mkdir()
+    blocker = paths.home / "blocker"
+    blocker.write_text("a file where a folder should be")
+    paths = dataclasses.replace(paths, sessions_dir=blocker / "sessions")
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        with pytest.raises(RequestError) as err:
+            await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+    assert err.value.code == -32603
+    assert str(err.value).startswith("cannot create the session: ")
+    assert str(blocker) in str(err.value) and "Not a directory" in str(err.value)
+    assert "Traceback" not in caplog.text
+
+
+async def test_a_prompt_in_a_session_another_process_is_writing_is_refused_clearly(cfg, paths):
+    async with in_process_agent(cfg, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+        async with in_process_agent(cfg, paths) as other:
+            await other.conn.initialize(protocol_version=1)
+            await other.conn.load_session(session_id=sid, cwd=str(paths.cwd), mcp_servers=[])
+            # The first agent holds the bundle: the second may read and replay, not write.
+            with pytest.raises(RequestError) as err:
+                await other.conn.prompt(session_id=sid, prompt=[text_block("hi")])
+        assert err.value.code == -32001
+        assert "another acp-memory process" in str(err.value)
+        resp = await ed.conn.prompt(session_id=sid, prompt=[text_block("still mine")])
+        assert resp.stop_reason == "end_turn"
