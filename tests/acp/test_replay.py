@@ -48,7 +48,7 @@ async def test_replayed_tool_calls_match_the_live_ones_field_for_field(cfg, path
     assert live_tools[3]["status"] == "failed"
     assert _tool_updates(replayed) == live_tools
     assert _text(replayed) == _text(live)
-    assert [u.session_update for u in replayed][0] == "user_message_chunk"
+    assert replayed[0].session_update == "user_message_chunk"
 
 
 def test_an_event_of_an_unknown_kind_is_refused_not_taken_for_a_finished_tool_call():
