@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import math
 import os
@@ -185,6 +186,50 @@ async def floor_run(
     return to_request, to_answer
 
 
+async def append_run(history: int, size: int, appends: int, home: Path) -> dict[str, list[float]]:
+    """Event-loop time per transcript append at `history` messages of `size` bytes: today's
+    append against the whole-file atomic rewrite on the loop that it replaced, in one run."""
+    from acp_memory.atomic import write_json_atomic
+    from acp_memory.sessions.model import Transcript, TranscriptMessage
+    from acp_memory.sessions.store import SessionStore
+
+    session = SessionStore(home / "append").create(cwd=str(home), model_id="offline/default")
+    session.messages.extend(
+        TranscriptMessage(role="assistant", content=f"{i} " + "x" * size) for i in range(history)
+    )
+    for i in range(2):  # the first two appends after a load write the file whole
+        await session.append(TranscriptMessage(role="assistant", content=f"warm {i}"))
+    out: dict[str, list[float]] = {"loop_cpu": [], "stall": [], "wall": [], "rewrite": []}
+    for i in range(appends):
+        message = TranscriptMessage(role="assistant", content=f"new {i} " + "y" * size)
+        cpu, wall = time.thread_time(), time.perf_counter()
+        await session.append(message)
+        out["loop_cpu"].append(time.thread_time() - cpu)  # this thread is the event loop's
+        out["wall"].append(time.perf_counter() - wall)
+        # The replaced way: the whole transcript dumped and rewritten atomically, on the loop.
+        start = time.perf_counter()
+        write_json_atomic(home / "rewrite.json", Transcript(messages=session.messages).dump())
+        out["rewrite"].append(time.perf_counter() - start)
+    for _ in range(appends):
+        # Separately, what another session sees: the longest gap between two loop iterations.
+        beats: list[float] = []
+        done = anyio.Event()
+
+        async def heartbeat(beats: list[float] = beats, done: anyio.Event = done) -> None:
+            while not done.is_set():
+                beats.append(time.perf_counter())
+                await anyio.lowlevel.checkpoint()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heartbeat)
+            await anyio.lowlevel.checkpoint()
+            await session.append(TranscriptMessage(role="assistant", content="y" * size))
+            done.set()
+        out["stall"].append(max(b - a for a, b in itertools.pairwise(beats)))
+    session.close()
+    return out
+
+
 def p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
@@ -230,6 +275,18 @@ async def main(turns: int, per_session: int) -> None:
     print(ratio("ratio engine / floor", engine[1], floor[1]))
     print(row("of the engine's: bundle writes", engine[3]))
     print(row("of the engine's: everything else", rest(engine[1], engine[3])))
+    with tempfile.TemporaryDirectory(prefix="acp-bench-append-") as tmp:
+        history, size = 1500, 4000
+        appended = await append_run(history, size, 50, Path(tmp))
+    print(
+        f"\ntranscript append at {history} messages ({history * size / 1e6:.0f} MB), "
+        f"50 appends of {size} bytes"
+    )
+    print(row("event-loop CPU per append (goal <= 2 ms)", appended["loop_cpu"]))
+    print(row("longest event-loop stall during it", appended["stall"]))
+    print(row("append, awaited end to end (disk incl.)", appended["wall"]))
+    print(row("baseline: whole rewrite on the loop", appended["rewrite"]))
+    print(ratio("ratio baseline / event-loop CPU", appended["rewrite"], appended["loop_cpu"]))
 
 
 if __name__ == "__main__":

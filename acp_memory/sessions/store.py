@@ -76,8 +76,7 @@ class Session:
                 await self._claim()
                 # Written before it joins the list: a message that cannot be stored must not
                 # stay in memory, where every later write would trip over it again.
-                dumped = [*(m.dump() for m in self.messages), message.dump()]
-                await anyio.to_thread.run_sync(self.transcript.append, dumped)
+                await anyio.to_thread.run_sync(self.transcript.append, (*self.messages, message))
                 self.messages.append(message)
                 if message.role == "user":
                     if not self.record.title:
@@ -123,7 +122,7 @@ class Session:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.lock.acquire()
         write_json_atomic(self.dir / SESSION_FILE, self.record.dump())
-        self.transcript.write_all([m.dump() for m in self.messages])
+        self.transcript.write_all(self.messages)
         self.seen = _stat_key(self.transcript.path)
 
     def subagents_dir(self) -> Path:

@@ -22,7 +22,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from acp_memory.atomic import write_atomic
 
@@ -34,9 +34,15 @@ _TAIL = b"\n]}\n"
 _MIN_ROOM = 16 * 1024
 
 
-def encode_message(message: dict[str, Any]) -> bytes:
+class Entry(Protocol):
+    """A transcript message: anything that dumps to a JSON object."""
+
+    def dump(self) -> dict[str, Any]: ...
+
+
+def encode_message(message: Entry) -> bytes:
     """One transcript entry as a single line of UTF-8 JSON."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return json.dumps(message.dump(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ def _entries(lines: Sequence[bytes], first: int) -> bytes:
     return b"".join((b",\n" if first + i else b"\n") + line for i, line in enumerate(lines))
 
 
-def _document(messages: Sequence[dict[str, Any]]) -> tuple[bytes, int]:
+def _document(messages: Sequence[Entry]) -> tuple[bytes, int]:
     """The whole file, padded, and where its closing tail starts."""
     body = _HEAD + _entries([encode_message(m) for m in messages], 0)
     room = max(_MIN_ROOM, len(body) // 4)
@@ -70,15 +76,18 @@ class TranscriptFile:
         self._current: _Shape | None = None
         self._spare: _Shape | None = None
 
-    def write_all(self, messages: Sequence[dict[str, Any]]) -> None:
+    def write_all(self, messages: Sequence[Entry]) -> None:
         """Replace the transcript whole (a new bundle, or a rewritten history)."""
         data, end = _document(messages)
         write_atomic(self.path, data)
         self._current = _Shape(os.stat(self.path).st_ino, len(data), len(messages), end)
         self._spare = None
 
-    def append(self, messages: Sequence[dict[str, Any]]) -> None:
-        """Make the file hold `messages`: those already written, then the new ones."""
+    def append(self, messages: Sequence[Entry]) -> None:
+        """Make the file hold `messages`: those already written, then the new ones.
+
+        Only the messages the spare lacks are encoded, so the cost is O(message).
+        """
         spare = self._ready_spare(len(messages))
         if spare is not None:
             entries = _entries([encode_message(m) for m in messages[spare.count :]], spare.count)
