@@ -135,7 +135,8 @@ async def _demo(home: Path, cwd: Path) -> None:
     bundle = home / "sessions" / sid
     print(f"\n== the bundle on disk: {bundle}")
     for path in sorted(bundle.rglob("*")):
-        if path.is_file():
+        # Dot files are the bundle's machinery (its lock, the transcript's spare copy).
+        if path.is_file() and not path.name.startswith("."):
             print(f"   {path.relative_to(bundle)} ({path.stat().st_size} bytes)")
     print(
         textwrap.dedent("""
