@@ -8,7 +8,7 @@ from acp_memory import __version__
 pytestmark = pytest.mark.anyio
 
 
-async def test_initialize_advertises_the_capabilities_of_the_design(cfg, paths):
+async def test_initialize_advertises_protocol_1_and_what_the_agent_supports(cfg, paths):
     async with in_process_agent(cfg, paths) as ed:
         resp = await ed.conn.initialize(protocol_version=1)
     caps = resp.agent_capabilities

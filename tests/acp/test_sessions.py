@@ -15,7 +15,7 @@ from acp_memory.sessions.store import SessionStore
 pytestmark = pytest.mark.anyio
 
 
-async def test_new_session_writes_a_bundle_with_the_design_fields(cfg, paths):
+async def test_new_session_writes_a_bundle_with_the_documented_fields(cfg, paths):
     async with in_process_agent(cfg, paths) as ed:
         await ed.conn.initialize(protocol_version=1)
         server = McpServerStdio(
