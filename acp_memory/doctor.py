@@ -1,4 +1,7 @@
-"""`acp-memory doctor`: checks the config and the environment and prints what it finds."""
+"""`acp-memory doctor`: checks the config and the environment and prints what it finds.
+
+With --online it also makes one tiny call to every configured provider.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +9,21 @@ import argparse
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+import anyio
 
 from acp_memory.config import Config, ConfigError, Paths, resolve_paths
 from acp_memory.config.loader import load_env_file, parse_config, read_raw, unknown_keys
+from acp_memory.config.models import ProviderConfig
 from acp_memory.llm.registry import api_key, key_variable
 
+if TYPE_CHECKING:
+    import httpx
+
 Level = Literal["error", "warning", "ok"]
+# A doctor run should not hang for the ten minutes a real call may take.
+ONLINE_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -24,8 +35,10 @@ class Finding:
         return f"{self.level}: {self.text}"
 
 
-def check(paths: Paths, *, explicit: bool, sessions_dir: str | None = None) -> list[Finding]:
-    """Every finding about the config file and the folders it names."""
+def check(
+    paths: Paths, *, explicit: bool, sessions_dir: str | None = None, online: bool = False
+) -> list[Finding]:
+    """Every finding about the config file and the folders it names; online adds the providers."""
     findings: list[Finding] = []
     load_env_file(paths.env_file)
     try:
@@ -76,7 +89,79 @@ def check(paths: Paths, *, explicit: bool, sessions_dir: str | None = None) -> l
                 " and will be cut",
             )
         )
+    if online:
+        findings += anyio.run(online_findings, cfg)
     return findings
+
+
+async def online_findings(cfg: Config) -> list[Finding]:
+    """One tiny call per configured provider: is it reachable, does it take the key?"""
+    if not cfg.providers:
+        return [Finding("ok", "no providers configured; the offline model needs no network")]
+    import httpx  # only here: a plain doctor run stays off the network stack
+
+    found: dict[int, Finding] = {}
+    async with httpx.AsyncClient() as client, anyio.create_task_group() as tg:
+
+        async def probe(index: int, provider: ProviderConfig) -> None:
+            found[index] = await _provider_finding(cfg, provider, client)
+
+        # All at once: an unreachable provider may take the whole timeout.
+        for index, provider in enumerate(cfg.providers):
+            tg.start_soon(probe, index, provider)
+    return [found[index] for index in range(len(cfg.providers))]
+
+
+async def _provider_finding(
+    cfg: Config, provider: ProviderConfig, client: httpx.AsyncClient
+) -> Finding:
+    name = f"provider {provider.name!r}"
+    if provider.type == "offline":
+        return Finding("ok", f"{name} is the built-in offline model: no network check needed")
+    model = _model_of(cfg, provider.name)
+    if model is None:
+        return Finding("warning", f"{name} not checked online: no configured model uses it")
+    key = api_key(provider)
+    if not key and not provider.api_base:
+        return Finding("warning", f"{name} not checked online: it has no key")
+    from acp_memory.llm.anthropic import AnthropicProvider
+    from acp_memory.llm.openai import OpenAIProvider
+
+    cls = OpenAIProvider if provider.type == "openai" else AnthropicProvider
+    llm = cls(
+        client,
+        name=provider.name,
+        api_base=provider.api_base,
+        api_key=key,
+        timeout_s=min(provider.timeout_ms / 1000, ONLINE_TIMEOUT_S),
+    )
+    found = await llm.probe(model)
+    where = f"{name} at {found.url}"
+    if found.status is None:
+        return Finding("error", f"{where} is unreachable: {found.problem}")
+    if found.status in (401, 403):
+        return Finding("error", f"{where} rejected the key: {found.status} {found.problem}")
+    if found.problem and found.status < 400:
+        return Finding("error", f"{where} answered, but not as a model API: {found.problem}")
+    if found.problem:
+        # Busy or down for now (429, 5xx) is not a mistake in the config; the rest mostly is.
+        level: Level = "warning" if found.status == 429 or found.status >= 500 else "error"
+        failed = f"{found.status} {found.problem}"
+        return Finding(
+            level, f"{where} is reachable, but a 1-token call to {model} failed: {failed}"
+        )
+    accepted = "accepted the key" if key else "answered without a key"
+    return Finding("ok", f"{where} is reachable and {accepted} (model {model})")
+
+
+def _model_of(cfg: Config, provider: str) -> str | None:
+    """The upstream id of the first configured model served by a provider."""
+    ids = [cfg.agent.model, cfg.memory.model, *(m.model for m in cfg.models)]
+    for model_id in [*ids, *cfg.memory.fallback_models]:
+        name, _, upstream = model_id.partition("/")
+        if name == provider and upstream:
+            return upstream
+    return None
 
 
 def _model_findings(cfg: Config) -> list[Finding]:
@@ -125,7 +210,12 @@ def run_doctor(args: argparse.Namespace) -> int:
     paths = resolve_paths(
         home=args.home, config=args.config, sessions_dir=args.sessions_dir, cwd=args.cwd
     )
-    findings = check(paths, explicit=args.config is not None, sessions_dir=args.sessions_dir)
+    findings = check(
+        paths,
+        explicit=args.config is not None,
+        sessions_dir=args.sessions_dir,
+        online=getattr(args, "online", False),  # the flag may be missing from an older parser
+    )
     for f in findings:
         print(f)
     errors = sum(f.level == "error" for f in findings)

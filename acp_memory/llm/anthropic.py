@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,12 @@ from acp_memory.llm.transport import (
     StreamEvents,
     StreamTimeouts,
     closing,
+    json_array,
+    json_object,
+    json_text,
     parse_json_event,
+    shape_guard,
+    token_count,
 )
 from acp_memory.llm.types import (
     ChatRequest,
@@ -24,11 +30,14 @@ from acp_memory.llm.types import (
     Message,
     ReasoningDelta,
     StopReason,
+    StreamEvent,
     TextDelta,
     ToolCall,
     ToolCallReady,
     Usage,
 )
+
+log = logging.getLogger(__name__)
 
 DEFAULT_API_BASE = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -52,6 +61,12 @@ _ERROR_STATUS = {
     "api_error": 500,
     "overloaded_error": 529,
 }
+_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 
 
@@ -105,70 +120,108 @@ class AnthropicProvider(HttpProvider):
         return body
 
     async def _stream(self, request: ChatRequest) -> StreamEvents:
-        blocks: dict[int, _Block] = {}
-        usage = _UsageCounter()
-        reason: StopReason = "other"
+        reader = _EventReader(self._endpoint)
         events = self._endpoint.post_sse(self.body(request), last=_is_stop)
         async with closing(events):
             async for sse in events:
                 event = parse_json_event(self._endpoint, sse.data)
-                kind = event.get("type") or sse.event
-                if kind == "message_start":
-                    usage.update((event.get("message") or {}).get("usage") or {})
-                elif kind == "content_block_start":
-                    block = event.get("content_block") or {}
-                    blocks[event.get("index", 0)] = _Block(
-                        block.get("type", ""), block.get("id", ""), block.get("name", "")
-                    )
-                elif kind == "content_block_delta":
-                    delta = event.get("delta") or {}
-                    dtype = delta.get("type")
-                    if dtype == "text_delta" and delta.get("text"):
-                        yield TextDelta(delta["text"])
-                    elif dtype == "thinking_delta" and delta.get("thinking"):
-                        yield ReasoningDelta(delta["thinking"])
-                    elif dtype == "input_json_delta":
-                        blocks.setdefault(event.get("index", 0), _Block("tool_use")).json.append(
-                            delta.get("partial_json") or ""
-                        )
-                elif kind == "content_block_stop":
-                    block = blocks.pop(event.get("index", 0), _Block(""))
-                    if block.type == "tool_use":
-                        yield ToolCallReady(
-                            ToolCall(block.id, block.name, "".join(block.json) or "{}")
-                        )
-                elif kind == "message_delta":
-                    stop = (event.get("delta") or {}).get("stop_reason")
-                    if stop:
-                        reason = _STOP.get(stop, "other")
-                    usage.update(event.get("usage") or {})
-                elif kind == "message_stop":
-                    yield Finished(reason, usage.total())
+                with shape_guard(self._endpoint, "event", sse.data):
+                    out = reader.feed(event, sse.event)
+                for item in out:
+                    yield item
+                if reader.done:
                     return
-                elif kind == "error":
-                    raise _stream_error(self._endpoint, event.get("error") or {})
         raise ConnectionDropped("the stream ended before message_stop", provider=self.name)
 
     async def _complete(self, request: ChatRequest) -> StreamEvents:
         answer = await self._endpoint.post_json(self.body(request))
         if not isinstance(answer, dict):
             raise self._endpoint.error(f"unexpected answer: {str(answer)[:200]}")
-        for block in answer.get("content") or []:
-            btype = block.get("type")
-            if btype == "text" and block.get("text"):
-                yield TextDelta(block["text"])
-            elif btype == "thinking" and block.get("thinking"):
-                yield ReasoningDelta(block["thinking"])
-            elif btype == "tool_use":
-                arguments = json.dumps(block.get("input") or {})
-                yield ToolCallReady(ToolCall(block.get("id", ""), block.get("name", ""), arguments))
-        usage = _UsageCounter()
-        usage.update(answer.get("usage") or {})
-        yield Finished(_STOP.get(answer.get("stop_reason") or "", "other"), usage.total())
+        with shape_guard(self._endpoint, "answer", answer):
+            out = _answer_events(answer)
+        for event in out:
+            yield event
 
 
 def _is_stop(event: SSEEvent) -> bool:
     return event.event == "message_stop"
+
+
+class _EventReader:
+    """The state of one streamed answer, fed event by event."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+        self._blocks: dict[int, _Block] = {}
+        self._usage = _UsageCounter()
+        self._reason: StopReason = "other"
+        self.done = False
+
+    def feed(self, event: dict[str, Any], name: str) -> list[StreamEvent]:
+        """The events one SSE event completes; a shape error escapes for the caller to report."""
+        kind = event.get("type") or name
+        if kind == "message_start":
+            self._usage.update(json_object(event.get("message")).get("usage"))
+        elif kind == "content_block_start":
+            head = json_object(event.get("content_block"))
+            self._blocks[_index(event)] = _Block(
+                json_text(head.get("type")), json_text(head.get("id")), json_text(head.get("name"))
+            )
+        elif kind == "content_block_delta":
+            return self._delta(_index(event), json_object(event.get("delta")))
+        elif kind == "content_block_stop":
+            block = self._blocks.pop(_index(event), _Block(""))
+            if block.type == "tool_use":
+                return [ToolCallReady(ToolCall(block.id, block.name, "".join(block.json) or "{}"))]
+        elif kind == "message_delta":
+            stop = json_text(json_object(event.get("delta")).get("stop_reason"))
+            if stop:
+                self._reason = _STOP.get(stop, "other")
+            self._usage.update(event.get("usage"))
+        elif kind == "message_stop":
+            self.done = True
+            return [Finished(self._reason, self._usage.total())]
+        elif kind == "error":
+            raise _stream_error(self._endpoint, event.get("error"))
+        return []
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> list[StreamEvent]:
+        dtype = delta.get("type")
+        if dtype == "text_delta" and delta.get("text"):
+            return [TextDelta(json_text(delta["text"]))]
+        if dtype == "thinking_delta" and delta.get("thinking"):
+            return [ReasoningDelta(json_text(delta["thinking"]))]
+        if dtype == "input_json_delta":
+            piece = json_text(delta.get("partial_json"))
+            self._blocks.setdefault(index, _Block("tool_use")).json.append(piece)
+        return []
+
+
+def _index(event: dict[str, Any]) -> int:
+    index = event.get("index", 0)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"a block index must be an integer, not {index!r}")
+    return index
+
+
+def _answer_events(answer: dict[str, Any]) -> list[StreamEvent]:
+    events: list[StreamEvent] = []
+    for raw in json_array(answer.get("content")):
+        block = json_object(raw)
+        btype = block.get("type")
+        if btype == "text" and block.get("text"):
+            events.append(TextDelta(json_text(block["text"])))
+        elif btype == "thinking" and block.get("thinking"):
+            events.append(ReasoningDelta(json_text(block["thinking"])))
+        elif btype == "tool_use":
+            arguments = json.dumps(block.get("input") or {})
+            call = ToolCall(json_text(block.get("id")), json_text(block.get("name")), arguments)
+            events.append(ToolCallReady(call))
+    usage = _UsageCounter()
+    usage.update(answer.get("usage"))
+    reason = _STOP.get(json_text(answer.get("stop_reason")), "other")
+    events.append(Finished(reason, usage.total()))
+    return events
 
 
 def to_wire(
@@ -228,7 +281,9 @@ def _input(call: ToolCall) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_raw_arguments": call.arguments}
 
 
-def _stream_error(endpoint: Endpoint, error: dict[str, Any]) -> Exception:
+def _stream_error(endpoint: Endpoint, error: Any) -> Exception:
+    if not isinstance(error, dict):
+        error = {"message": error} if error else {}
     status = _ERROR_STATUS.get(str(error.get("type")))
     message = str(error.get("message") or error.get("type") or "error event")
     retryable = status is not None and (status == 429 or status >= 500)
@@ -248,11 +303,22 @@ class _UsageCounter:
 
     def __init__(self) -> None:
         self.raw: dict[str, int] = {}
+        self.seen = False  # a well-formed block arrived
 
-    def update(self, raw: dict[str, Any]) -> None:
-        self.raw.update({k: int(v) for k, v in raw.items() if isinstance(v, int)})
+    def update(self, raw: Any) -> None:
+        # Usage travels beside the answer: a bad block must not cost the answer.
+        try:
+            block = json_object(raw)
+            counts = {k: token_count(block[k]) for k in _USAGE_KEYS if k in block}
+        except (TypeError, ValueError):
+            log.warning("ignoring a malformed usage block: %.200s", json.dumps(raw))
+            return
+        self.raw.update(counts)
+        self.seen = True
 
-    def total(self) -> Usage:
+    def total(self) -> Usage | None:
+        if not self.seen:
+            return None
         read = self.raw.get("cache_read_input_tokens", 0)
         write = self.raw.get("cache_creation_input_tokens", 0)
         return Usage(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,12 @@ from acp_memory.llm.transport import (
     StreamEvents,
     StreamTimeouts,
     closing,
+    json_array,
+    json_object,
+    json_text,
     parse_json_event,
+    shape_guard,
+    token_count,
 )
 from acp_memory.llm.types import (
     ChatRequest,
@@ -31,6 +37,8 @@ from acp_memory.llm.types import (
     ToolCallReady,
     Usage,
 )
+
+log = logging.getLogger(__name__)
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 _FINISH: dict[str, StopReason] = {
@@ -97,53 +105,34 @@ class OpenAIProvider(HttpProvider):
         return body
 
     async def _stream(self, request: ChatRequest) -> StreamEvents:
-        calls = _CallAssembler()
-        reason: StopReason | None = None
-        usage: Usage | None = None
+        reader = _ChunkReader(self._endpoint)
         events = self._endpoint.post_sse(self.body(request), last=_is_done)
         async with closing(events):
             async for sse in events:
                 if _is_done(sse):
                     break
                 chunk = parse_json_event(self._endpoint, sse.data)
-                if chunk.get("error"):
-                    raise _stream_error(self._endpoint, chunk["error"])
-                if chunk.get("usage"):
-                    usage = _usage(chunk["usage"])
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    for event in _content_events(delta):
-                        yield event
-                    calls.add(delta.get("tool_calls") or [])
-                    if choice.get("finish_reason"):
-                        reason = _FINISH.get(choice["finish_reason"], "other")
-                        for call in calls.take():
-                            yield ToolCallReady(call)
+                with shape_guard(self._endpoint, "chunk", sse.data):
+                    out = reader.feed(chunk)
+                for event in out:
+                    yield event
             else:
-                if reason is None:  # closed without [DONE] or a finish_reason: the answer is cut
+                if reader.reason is None:  # closed without [DONE] or a finish_reason: cut short
                     raise ConnectionDropped(
                         "the stream ended before the answer was complete", provider=self.name
                     )
-        pending = calls.take()
-        for call in pending:
+        for call in reader.calls.take():
             yield ToolCallReady(call)
-        yield Finished(_reason(reason or "stop", calls.total), usage)
+        yield Finished(_reason(reader.reason or "stop", reader.calls.total), reader.usage)
 
     async def _complete(self, request: ChatRequest) -> StreamEvents:
         answer = await self._endpoint.post_json(self.body(request))
         if not isinstance(answer, dict) or not answer.get("choices"):
             raise self._endpoint.error(f"the answer has no choices: {str(answer)[:200]}")
-        choice = answer["choices"][0]
-        message = choice.get("message") or {}
-        for event in _content_events(message):
+        with shape_guard(self._endpoint, "answer", answer):
+            out = _answer_events(answer)
+        for event in out:
             yield event
-        calls = _CallAssembler()
-        calls.add(message.get("tool_calls") or [])
-        for call in calls.take():
-            yield ToolCallReady(call)
-        reason = _FINISH.get(choice.get("finish_reason") or "stop", "other")
-        usage = _usage(answer["usage"]) if answer.get("usage") else None
-        yield Finished(_reason(reason, calls.total), usage)
 
 
 def to_wire(message: Message) -> dict[str, Any]:
@@ -168,6 +157,46 @@ def _is_done(event: SSEEvent) -> bool:
     return event.data.strip() == "[DONE]"
 
 
+class _ChunkReader:
+    """The state of one streamed answer, fed chunk by chunk."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+        self.calls = _CallAssembler()
+        self.reason: StopReason | None = None
+        self.usage: Usage | None = None
+
+    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
+        """The events one chunk completes; a shape error escapes for the caller to report."""
+        if chunk.get("error"):
+            raise _stream_error(self._endpoint, chunk["error"])
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        events: list[StreamEvent] = []
+        for choice in json_array(chunk.get("choices")):
+            delta = json_object(json_object(choice).get("delta"))
+            events += _content_events(delta)
+            self.calls.add(json_array(delta.get("tool_calls")))
+            finish = json_text(choice.get("finish_reason"))
+            if finish:
+                self.reason = _FINISH.get(finish, "other")
+                events += [ToolCallReady(call) for call in self.calls.take()]
+        return events
+
+
+def _answer_events(answer: dict[str, Any]) -> list[StreamEvent]:
+    choice = json_object(json_array(answer["choices"])[0])
+    message = json_object(choice.get("message"))
+    events = _content_events(message)
+    calls = _CallAssembler()
+    calls.add(json_array(message.get("tool_calls")))
+    events += [ToolCallReady(call) for call in calls.take()]
+    reason = _FINISH.get(json_text(choice.get("finish_reason")) or "stop", "other")
+    usage = _usage(answer["usage"]) if answer.get("usage") else None
+    events.append(Finished(_reason(reason, calls.total), usage))
+    return events
+
+
 def _content_events(delta: dict[str, Any]) -> list[StreamEvent]:
     events: list[StreamEvent] = []
     # DeepSeek and vLLM say reasoning_content, OpenRouter and Ollama say reasoning.
@@ -186,19 +215,28 @@ def _reason(reason: StopReason, calls: int) -> StopReason:
     return "tool_calls" if calls and reason == "stop" else reason
 
 
-def _usage(raw: dict[str, Any]) -> Usage:
-    details = raw.get("prompt_tokens_details") or {}
-    return Usage(
-        input_tokens=int(raw.get("prompt_tokens") or 0),
-        output_tokens=int(raw.get("completion_tokens") or 0),
-        cache_read_tokens=int(details.get("cached_tokens") or 0),
-    )
+def _usage(raw: Any) -> Usage | None:
+    # Usage arrives after the answer is complete: a bad block must not cost the answer.
+    try:
+        block = json_object(raw)
+        return Usage(
+            input_tokens=token_count(block.get("prompt_tokens")),
+            output_tokens=token_count(block.get("completion_tokens")),
+            cache_read_tokens=token_count(
+                json_object(block.get("prompt_tokens_details")).get("cached_tokens")
+            ),
+        )
+    except (TypeError, ValueError):
+        log.warning("ignoring a malformed usage block: %.200s", json.dumps(raw))
+        return None
 
 
 def _stream_error(endpoint: Endpoint, error: Any) -> Exception:
     if isinstance(error, dict):
         code = error.get("code")
-        status = code if isinstance(code, int) else None
+        # code is mostly a word ("rate_limit_exceeded"); some servers put the HTTP status there.
+        is_status = isinstance(code, int) and not isinstance(code, bool) and 100 <= code < 600
+        status = code if is_status else None
         message = str(error.get("message") or error)
     else:
         status, message = None, str(error)
@@ -220,16 +258,18 @@ class _CallAssembler:
         self._slots: dict[int, _Slot] = {}
         self.total = 0
 
-    def add(self, deltas: list[dict[str, Any]]) -> None:
-        for delta in deltas:
+    def add(self, deltas: list[Any]) -> None:
+        for raw in deltas:
+            delta = json_object(raw)
             slot = self._slots.setdefault(self._index(delta), _Slot())
-            slot.id = delta.get("id") or slot.id
-            function = delta.get("function") or {}
+            slot.id = json_text(delta.get("id")) or slot.id
+            function = json_object(delta.get("function"))
             # The name comes whole (some servers repeat it); the arguments come in pieces.
-            slot.name = function.get("name") or slot.name
+            slot.name = json_text(function.get("name")) or slot.name
             arguments = function.get("arguments")
             if isinstance(arguments, dict):  # a few servers send an object, not JSON text
                 arguments = json.dumps(arguments)
+            arguments = json_text(arguments)
             if arguments:
                 slot.arguments.append(arguments)
 
@@ -244,7 +284,7 @@ class _CallAssembler:
 
     def _index(self, delta: dict[str, Any]) -> int:
         index = delta.get("index")
-        if isinstance(index, int):
+        if isinstance(index, int) and not isinstance(index, bool):
             return index
         # No index: a new id starts a new call, anything else continues the last one.
         last = max(self._slots, default=-1)

@@ -53,11 +53,11 @@ class RetryPolicy:
 class ResilientProvider:
     """Wraps a provider; retries only failures that came before any output was yielded."""
 
-    def __init__(self, inner: Provider, policy: RetryPolicy, *, sleep: Sleep = anyio.sleep) -> None:
+    def __init__(self, inner: Provider, policy: RetryPolicy, *, sleep: Sleep | None = None) -> None:
         self.inner = inner
         self.name = inner.name
         self.policy = policy
-        self._sleep = sleep  # tests pass a recorder instead of waiting
+        self._sleep = sleep  # tests pass a recorder instead of waiting; None is anyio.sleep
 
     def __repr__(self) -> str:
         return f"ResilientProvider({self.inner!r}, {self.policy!r})"
@@ -82,14 +82,21 @@ class ResilientProvider:
                     if redials >= self.policy.redials:
                         raise
                     redials += 1
-                    log.info("%s; calling again on a new connection", err)
+                    log.info("%s; calling again on a new connection", err.brief)
                     continue
                 delay = self._delay(err, retries)
                 retries += 1
+                # The provider's own words go out once, in the final error.
                 log.warning(
-                    "%s; retry %d of %d in %.1fs", err, retries, self.policy.max_retries, delay
+                    "%s; retry %d of %d in %.1fs",
+                    err.brief,
+                    retries,
+                    self.policy.max_retries,
+                    delay,
                 )
-            await self._sleep(delay)
+            # anyio.sleep is looked up here, not bound as the default, so that a test can stand
+            # in for it and see that the real sleep is the one used.
+            await (self._sleep or anyio.sleep)(delay)
 
     def _delay(self, err: LLMError, retries: int) -> float:
         """Seconds before the next attempt, or the error itself when there is none."""
@@ -112,6 +119,8 @@ def limit_error(err: LLMError, wait: float) -> LLMError:
         status=err.status,
         provider=err.provider,
         retry_after=wait,
+        model=err.model,
+        url=err.url,
     )
 
 

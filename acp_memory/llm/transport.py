@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import suppress
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any, TypeVar
 
 import anyio
@@ -16,13 +16,25 @@ import httpx
 from acp_memory.llm.provider import closing
 from acp_memory.llm.ratelimit import announced_wait
 from acp_memory.llm.sse import SSEDecoder, SSEEvent
-from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent
+from acp_memory.llm.types import (
+    ChatRequest,
+    LLMError,
+    Message,
+    StreamEvent,
+    first_line,
+    status_phrase,
+)
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Worth another try later: timeouts, conflicts, rate limits and every server-side failure.
 _RETRYABLE = frozenset({408, 409, 429})
 _MESSAGE_LIMIT = 500
+# A body that is not JSON is mostly a proxy's or a web server's page: its first line says enough.
+_PAGE_LIMIT = 200
+# What reading a decoded payload of the wrong shape raises: .get on a str, a list as a key, ...
+_SHAPE_ERRORS = (AttributeError, KeyError, IndexError, TypeError, ValueError, OverflowError)
 # How long closing a response may take while the caller is being cancelled.
 _CLOSE_GRACE_S = 1.0
 # How long to wait for the end of a body after the final event, to keep the connection.
@@ -71,7 +83,9 @@ class Endpoint:
         try:
             return response.json()
         except ValueError:
-            raise self.error(f"the answer is not JSON: {_clip(response.text)}") from None
+            raise self.error(
+                f"the answer is not JSON: {first_line(response.text, _PAGE_LIMIT)}"
+            ) from None
 
     async def post_sse(
         self, body: dict[str, Any], last: Callable[[SSEEvent], bool] = lambda _: False
@@ -131,7 +145,7 @@ class Endpoint:
     def status_error(self, response: httpx.Response) -> LLMError:
         """The error for an HTTP error status, carrying the provider's own message."""
         status = response.status_code
-        phrase = response.reason_phrase or _phrase(status)
+        phrase = response.reason_phrase or status_phrase(status)
         try:
             detail = provider_message(response.content)
         except httpx.ResponseNotRead:  # the body never arrived
@@ -159,6 +173,36 @@ class Endpoint:
 
     def redact(self, text: str) -> str:
         return text.replace(self.secret, "[redacted]") if self.secret else text
+
+    async def probe(self, body: dict[str, Any]) -> Probe:
+        """POST one JSON body and say what came back, without raising."""
+        url = self.redact(self.url)
+        try:
+            response = await self.client.post(
+                self.url, json=body, headers=self.headers, timeout=self.timeout_s
+            )
+        except httpx.HTTPError as exc:
+            return Probe(url, None, self.transport_error(exc).message)
+        if response.status_code >= 400:
+            return Probe(url, response.status_code, self.status_error(response).message)
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            # A web server or a proxy answered, not a model API.
+            problem = f"the answer is not a JSON object: {first_line(response.text, _PAGE_LIMIT)}"
+            return Probe(url, response.status_code, self.redact(problem))
+        return Probe(url, response.status_code)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What one small call found out about an endpoint."""
+
+    url: str
+    status: int | None  # None: no HTTP answer came back at all
+    problem: str = ""  # "" when the call succeeded
 
 
 async def _next_event(lines: AsyncIterator[str], decoder: SSEDecoder) -> SSEEvent | None:
@@ -194,7 +238,16 @@ class HttpProvider:
     def stream(self, request: ChatRequest) -> StreamEvents:
         """Yield the answer's events; an LLMError says whether output had already gone out."""
         events = self._stream(request) if request.stream else self._complete(request)
-        return guard_output(events)
+        url = self._endpoint.redact(self._endpoint.url)
+        return guard_output(events, model=request.model, url=url)
+
+    async def probe(self, model: str) -> Probe:
+        """One non-streaming call for a single token: is the server there, is the key good?"""
+        request = ChatRequest(model, [Message("user", "Say OK.")], max_tokens=1, stream=False)
+        return await self._endpoint.probe(self.body(request))
+
+    def body(self, request: ChatRequest) -> dict[str, Any]:
+        raise NotImplementedError
 
     def _stream(self, request: ChatRequest) -> StreamEvents:
         raise NotImplementedError
@@ -209,7 +262,7 @@ def provider_message(body: bytes) -> str:
     try:
         data: Any = json.loads(text)
     except ValueError:
-        return _clip(text)
+        return first_line(text, _PAGE_LIMIT)
     if isinstance(data, list) and data:
         data = data[0]
     if isinstance(data, dict):
@@ -222,8 +275,13 @@ def provider_message(body: bytes) -> str:
     return _clip(text)
 
 
-async def guard_output(events: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
-    """Pass events through; an LLMError raised after the first one is marked after_output."""
+async def guard_output(
+    events: AsyncGenerator[T, None], *, model: str = "", url: str = ""
+) -> AsyncGenerator[T, None]:
+    """Pass events through; an LLMError raised after the first one is marked after_output.
+
+    The error is also given the model and the URL of the call, when it names none.
+    """
     produced = False
     async with closing(events):
         try:
@@ -232,6 +290,8 @@ async def guard_output(events: AsyncGenerator[T, None]) -> AsyncGenerator[T, Non
                 yield event
         except LLMError as err:
             err.after_output = err.after_output or produced
+            err.model = err.model or model
+            err.url = err.url or url
             raise
 
 
@@ -246,18 +306,63 @@ def parse_json_event(endpoint: Endpoint, data: str) -> dict[str, Any]:
     return value
 
 
+@contextmanager
+def shape_guard(endpoint: Endpoint, what: str, payload: Any) -> Iterator[None]:
+    """Reading a payload of an unexpected shape raises this provider's LLMError, not a TypeError.
+
+    The payload is quoted, cut short, so the mistake can be told apart from a bug of ours.
+    """
+    try:
+        yield
+    except _SHAPE_ERRORS as exc:
+        log.debug("%s: malformed %s", endpoint.provider, what, exc_info=exc)
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        raise endpoint.error(f"malformed {what}: {first_line(text, _PAGE_LIMIT)}") from None
+
+
+def json_object(value: Any) -> dict[str, Any]:
+    """A JSON object that may be missing (null): {} then; any other type is malformed."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def json_array(value: Any) -> list[Any]:
+    """A JSON array that may be missing (null): [] then; any other type is malformed."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TypeError(f"expected an array, got {type(value).__name__}")
+    return value
+
+
+def json_text(value: Any) -> str:
+    """A JSON string that may be missing (null): "" then; any other type is malformed."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def token_count(value: Any) -> int:
+    """A token count of a usage block (null is 0); anything but a whole number is malformed."""
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"not a token count: {value!r}")
+    return value
+
+
 StreamEvents = AsyncGenerator[StreamEvent, None]
 
 
 def _left(deadline: float) -> float | None:
     return None if deadline == math.inf else max(0.0, deadline - anyio.current_time())
-
-
-def _phrase(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Overloaded" if status == 529 else ""
 
 
 def _clip(text: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -93,6 +94,8 @@ class LLMError(Exception):
         after_output: bool = False,
         retryable: bool = False,
         retry_after: float | None = None,
+        model: str = "",
+        url: str = "",
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -101,9 +104,41 @@ class LLMError(Exception):
         self.after_output = after_output
         self.retryable = retryable
         self.retry_after = retry_after
+        # Which call failed: a wrong api_base or model id is found from these alone.
+        self.model = model
+        self.url = url
 
     def __str__(self) -> str:
         where = "after some output" if self.after_output else "before any output"
+        call = f"model {self.model}" if self.model else ""
+        if self.url:
+            call = f"{call} at {self.url}".lstrip()
         status = f"{self.status} " if self.status else ""
         prov = f"{self.provider}: " if self.provider else ""
-        return f"{prov}{status}{self.message} ({where})"
+        return f"{prov}{status}{self.message} ({f'{call}, ' if call else ''}{where})"
+
+    @property
+    def brief(self) -> str:
+        """One short line for a log: the status when there is one, else the start of the message.
+
+        The provider's own words are left to the final error, so that a long error page is
+        not repeated in every retry line.
+        """
+        prov = f"{self.provider}: " if self.provider else ""
+        if self.status:
+            return f"{prov}{self.status} {status_phrase(self.status)}".rstrip()
+        return prov + first_line(self.message, 100)
+
+
+def status_phrase(status: int) -> str:
+    """The reason phrase of an HTTP status ("" for a status HTTP does not name)."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Overloaded" if status == 529 else ""
+
+
+def first_line(text: str, limit: int) -> str:
+    """The first non-blank line of text, cut to limit characters."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[:limit] + "…"

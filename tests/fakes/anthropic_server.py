@@ -32,6 +32,9 @@ _ERROR_TYPE = {
 class FakeAnthropic(FakeModelServer):
     path = "/v1/messages"
 
+    def presented_key(self, request: Recorded) -> str:
+        return request.headers.get("x-api-key", "")
+
     def error_body(self, reply: Reply) -> Any:
         return {
             "type": "error",

@@ -56,9 +56,12 @@ class FakeModelServer:
 
     path = "/"
 
-    def __init__(self, *replies: Scripted, default: Reply | None = None) -> None:
+    def __init__(
+        self, *replies: Scripted, default: Reply | None = None, api_key: str | None = None
+    ) -> None:
         self.requests: list[Recorded] = []
         self.default = default  # answers when the script is empty; else a 500 says so
+        self.api_key = api_key  # when set, a request with another key gets a 401
         self.connections = 0  # TCP connections accepted (keep-alive reuse keeps it low)
         self.disconnects = 0  # responses the client walked away from
         self.client_gone = anyio.Event()  # set at the first of those
@@ -71,6 +74,11 @@ class FakeModelServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The endpoint a provider posts to."""
+        return f"http://127.0.0.1:{self.port}{self.path}"
 
     @property
     def unused(self) -> int:
@@ -117,9 +125,14 @@ class FakeModelServer:
     def error_body(self, reply: Reply) -> Any:
         raise NotImplementedError
 
+    def presented_key(self, request: Recorded) -> str:
+        raise NotImplementedError
+
     def _next(self, request: Recorded) -> Reply:
         if request.path.split("?")[0] != self.path:
             return error(404, f"fake server: no route {request.method} {request.path}")
+        if self.api_key is not None and self.presented_key(request) != self.api_key:
+            return error(401, "fake server: invalid API key")
         if self._queue:
             scripted = self._queue.popleft()
             return scripted(request) if callable(scripted) else scripted
@@ -145,6 +158,9 @@ class FakeModelServer:
             return False
         if reply.stall_before_headers and not await io.stall(reply.release):
             return False
+        if reply.raw_body is not None:
+            await io.send_raw(reply.status, reply.raw_body, reply.content_type, reply.headers)
+            return True
         if reply.status >= 400:
             body = reply.body if reply.body is not None else self.error_body(reply)
             await io.send_json(reply.status, body, reply.headers)
@@ -154,7 +170,12 @@ class FakeModelServer:
             return True
         await io.start_stream(reply.headers)
         pieces, stalled = 0, reply.stall_before_headers
-        for frame in self.stream_frames(reply, request):
+        frames = (
+            self.stream_frames(reply, request)
+            if reply.events is None
+            else [Frame(sse(data, name), True) for name, data in reply.events]
+        )
+        for frame in frames:
             if reply.stall_after == pieces and not stalled:
                 stalled = True
                 if not await io.stall(reply.release):
@@ -199,8 +220,12 @@ class _Exchange:
         return Recorded(method, path, headers, body, parsed)
 
     async def send_json(self, status: int, body: Any, headers: dict[str, str]) -> None:
-        data = json.dumps(body).encode()
-        head = {"Content-Type": "application/json", "Content-Length": str(len(data)), **headers}
+        await self.send_raw(status, json.dumps(body).encode(), "application/json", headers)
+
+    async def send_raw(
+        self, status: int, data: bytes, content_type: str, headers: dict[str, str]
+    ) -> None:
+        head = {"Content-Type": content_type, "Content-Length": str(len(data)), **headers}
         await self._send(self._head(status, head) + data)
 
     async def start_stream(self, headers: dict[str, str]) -> None:

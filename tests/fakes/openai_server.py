@@ -23,6 +23,9 @@ class FakeOpenAI(FakeModelServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def presented_key(self, request: Recorded) -> str:
+        return request.headers.get("authorization", "").removeprefix("Bearer ")
+
     def error_body(self, reply: Reply) -> Any:
         kind = "rate_limit_exceeded" if reply.status == 429 else "api_error"
         return {"error": {"message": reply.message, "type": kind, "code": None}}

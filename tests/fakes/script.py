@@ -14,6 +14,9 @@ Build replies with the functions below and queue them with `server.script(...)`:
     stall()                                                    # headers only, then silence forever
     stall(before_headers=True)                                 # not even the headers
     dropped()                                                  # read the request, close, no answer
+    verbatim({"choices": ["x"]}, ("message_stop", {}))         # exactly these SSE events
+    verbatim_answer({"choices": "x"})                          # exactly this JSON answer
+    page(502, "<html>...</html>")                              # a proxy's page, not JSON
 
 Counting for broken_after/stalled_after is in output pieces (reasoning, text, tool-call chunks),
 the same for both dialects; 0 means before the first byte of the body. A request with
@@ -59,6 +62,9 @@ class Reply:
     release: anyio.Event | None = None  # ends a stall; None stalls until the client goes
     stall_before_headers: bool = False
     drop: bool = False
+    events: tuple[tuple[str | None, Any], ...] | None = None  # SSE events sent as they are
+    raw_body: bytes | None = None  # a body sent as it is, whatever the status
+    content_type: str = "application/json"
 
     @property
     def finish_reason(self) -> str:
@@ -128,6 +134,23 @@ def stall(release: anyio.Event | None = None, *, before_headers: bool = False) -
 def dropped() -> Reply:
     """The connection closes after the request, with no answer (a stale keep-alive socket)."""
     return Reply(drop=True)
+
+
+def verbatim(*events: Any) -> Reply:
+    """A 200 stream of exactly these events, for malformed ones: each is its data (sent as JSON,
+    a str as it is) or an (event name, data) pair. Nothing is added, not even [DONE]."""
+    pairs = tuple(e if isinstance(e, tuple) else (None, e) for e in events)
+    return Reply(events=pairs)
+
+
+def verbatim_answer(answer: Any) -> Reply:
+    """A 200 JSON answer of exactly this value, for requests with "stream": false."""
+    return Reply(raw_body=json.dumps(answer).encode())
+
+
+def page(status: int, content: str, content_type: str = "text/html") -> Reply:
+    """A body that is not JSON, as a web server or a proxy in the way would send."""
+    return Reply(status=status, raw_body=content.encode(), content_type=content_type)
 
 
 def split(content: str, pieces: int) -> list[str]:

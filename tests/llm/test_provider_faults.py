@@ -94,10 +94,14 @@ def test_backoff_jitter_stays_within_its_bound() -> None:
     assert RetryPolicy(base_delay=1.0, jitter=0).backoff(3) == 8.0
 
 
-async def test_real_sleeps_are_used_by_default(server, client):
+async def test_real_sleeps_are_used_by_default(server, client, monkeypatch):
+    # anyio.sleep itself is replaced: a default that waits for nothing would never call it.
+    sleep = RecordingSleep()
+    monkeypatch.setattr(anyio, "sleep", sleep)
     server.script(error(500, "x"), text("ok"))
-    provider = ResilientProvider(raw(server, client), RetryPolicy(base_delay=0.001))
+    provider = ResilientProvider(raw(server, client), NO_JITTER)
     assert text_of(await collect(provider.stream(REQUEST))) == "ok"
+    assert sleep.delays == [0.1]
 
 
 async def test_dropped_keepalive_connection_is_retried_once_on_a_new_one(server, client):
@@ -189,7 +193,8 @@ async def test_auth_and_billing_errors_are_not_retried_and_keep_the_provider_mes
     err = await failure(provider)
     assert err.status == status and not err.retryable and not err.after_output
     assert err.message == f"{phrase}: subscription expired"
-    assert str(err) == f"fake: {status} {phrase}: subscription expired (before any output)"
+    call = f"model m at {server.url}"
+    assert str(err) == f"fake: {status} {phrase}: subscription expired ({call}, before any output)"
     assert len(server.requests) == 1 and sleep.delays == []
 
 
