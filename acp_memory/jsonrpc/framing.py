@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from anyio import EndOfStream
@@ -21,7 +21,7 @@ class OversizedLine:
 
 async def read_lines(
     stream: ByteReceiveStream, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-) -> AsyncIterator[bytes | OversizedLine]:
+) -> AsyncGenerator[bytes | OversizedLine, None]:
     """Yield each complete line (without its newline) until the stream ends."""
     parts: list[bytes] = []
     held = 0

@@ -3,14 +3,15 @@
 It answers from what it received and says plainly what it is. It also drives tools on request,
 so the whole loop can be seen without a provider: a line `/tool NAME {"arg": "value"}` in the
 user's message makes it call that tool (arguments default to {}), and once the results are back
-it reports them.
+it reports them. For measuring the wire, a line `/stream N` (N up to 1,000,000) makes it stream
+N short chunks `w0 `, `w1 `, … as its answer instead.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 import anyio
 
@@ -27,7 +28,9 @@ from acp_memory.llm.types import (
 
 _WORD = re.compile(r"\S+\s*")
 _DIRECTIVE = re.compile(r"^\s*/tool\s+(?P<name>[\w.-]+)\s*(?P<args>\{.*\})?\s*$", re.MULTILINE)
+_STREAM = re.compile(r"^\s*/stream\s+(?P<count>\d{1,7})\s*$", re.MULTILINE)
 _QUOTE_LIMIT = 400
+_MAX_STREAM = 1_000_000
 
 
 class OfflineProvider:
@@ -41,14 +44,21 @@ class OfflineProvider:
         prefix = request.messages[: request.cache_prefix_len or len(request.messages)]
         conversation = [m for m in prefix if m.role != "system"]
         calls = tool_calls_requested(conversation)
-        text = compose_reply(conversation) if not calls else _calling(calls)
-        for piece in _WORD.findall(text):
+        count = stream_requested(conversation)
+        pieces: Iterable[str]
+        if count is not None:
+            pieces = (f"w{i} " for i in range(count))
+        else:
+            pieces = _WORD.findall(compose_reply(conversation) if not calls else _calling(calls))
+        output = 0
+        for piece in pieces:
             # A checkpoint per word keeps the stream cancellable and interleaved like a real one.
             await anyio.lowlevel.checkpoint()
+            output += len(piece)
             yield TextDelta(piece)
         for call in calls:
             yield ToolCallReady(call)
-        usage = Usage(input_tokens=_count(request.messages), output_tokens=len(text) // 4)
+        usage = Usage(input_tokens=_count(request.messages), output_tokens=output // 4)
         yield Finished("tool_calls" if calls else "stop", usage)
 
 
@@ -61,6 +71,14 @@ def tool_calls_requested(conversation: list[Message]) -> list[ToolCall]:
         ToolCall(f"offline_{step}_{i}", m["name"], m["args"] or "{}")
         for i, m in enumerate(_DIRECTIVE.finditer(conversation[-1].content))
     ]
+
+
+def stream_requested(conversation: list[Message]) -> int | None:
+    """N from a `/stream N` line of the user's newest message, else None."""
+    if not conversation or conversation[-1].role != "user":
+        return None
+    match = _STREAM.search(conversation[-1].content)
+    return None if match is None else min(int(match["count"]), _MAX_STREAM)
 
 
 def compose_reply(conversation: list[Message]) -> str:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import socket
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
+from memory_wire import Peer
 
 from acp_memory.jsonrpc.connection import Connection
 from acp_memory.jsonrpc.errors import RpcError
@@ -166,6 +170,19 @@ async def test_one_message_over_the_byte_budget_still_runs_alone():
     budget = _Budget(count=4, nbytes=10)
     with anyio.fail_after(1):
         await budget.acquire(500)
+    admitted = anyio.Event()
+
+    async def take_one_byte() -> None:
+        await budget.acquire(1)
+        admitted.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(take_one_byte)  # a free count slot, yet the bytes are all taken
+        await anyio.wait_all_tasks_blocked()
+        assert not admitted.is_set()
+        budget.release(500)
+        with anyio.fail_after(1):
+            await admitted.wait()
 
 
 async def test_serving_ends_when_input_ends_even_if_the_peer_never_reads():
@@ -184,3 +201,74 @@ async def test_serving_ends_when_input_ends_even_if_the_peer_never_reads():
         await conn.serve()
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [anyio.BrokenResourceError(), OSError(errno.EIO, "Input/output error")],
+    ids=["broken-resource", "eio"],
+)
+async def test_a_broken_input_ends_serving_as_the_end_of_input_does(
+    failure: BaseException, caplog: pytest.LogCaptureFixture
+):
+    release = anyio.Event()
+    closed: list[bool] = []
+
+    async def slow(params: dict[str, Any]) -> str:
+        await release.wait()
+        return "finished"
+
+    def on_input_closed() -> None:
+        closed.append(True)
+        release.set()  # as the agent stops its turns
+
+    peer = Peer()
+    conn = Connection(
+        peer.receive_stream, peer.send_stream, {"slow": slow}, on_input_closed=on_input_closed
+    )
+    outcome: dict[str, Any] = {}
+    caplog.set_level(logging.INFO, logger="acp_memory.jsonrpc")
+
+    async def ask_peer() -> None:
+        with pytest.raises(RpcError) as err:
+            await conn.request("client/never_answered", {})
+        outcome["error"] = err.value
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(conn.serve)
+            tg.start_soon(ask_peer)
+            assert (await peer.recv())["method"] == "client/never_answered"
+            await peer.send_json({"jsonrpc": "2.0", "id": "s", "method": "slow"})
+            await anyio.wait_all_tasks_blocked()
+            await peer.fail(failure)
+        # serve() returned by itself: the pending request failed and the handler was drained.
+        assert closed == [True]
+        assert "closed" in outcome["error"].message
+        assert await peer.recv() == {"jsonrpc": "2.0", "id": "s", "result": "finished"}
+    failed = [r for r in caplog.records if "input failed" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].exc_info is None
+    assert not [r for r in caplog.records if r.exc_info]
+
+
+async def test_a_streamed_burst_of_notifications_goes_out_in_few_writes():
+    # A streaming turn posts a chunk every loop iteration or two; a write (a system call and
+    # a wakeup of the peer) per chunk would cap the stream's rate.
+    async def stream(params: dict[str, Any]) -> str:
+        for i in range(500):
+            await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
+            await conn.notify("tick", {"i": i})
+        return "done"
+
+    peer = Peer()
+    conn = Connection(peer.receive_stream, peer.send_stream, {"stream": stream})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(conn.serve)
+        with anyio.fail_after(10):
+            await peer.send_json({"jsonrpc": "2.0", "id": 1, "method": "stream"})
+            ticks = [(await peer.recv())["params"]["i"] for _ in range(500)]
+            assert await peer.recv() == {"jsonrpc": "2.0", "id": 1, "result": "done"}
+            await peer.end()
+    assert ticks == list(range(500))
+    assert peer.writes <= 10

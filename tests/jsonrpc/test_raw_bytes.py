@@ -27,32 +27,42 @@ async def test_not_json_gets_parse_error_with_null_id(cfg, paths):
 
 
 @pytest.mark.parametrize(
-    "message",
+    ("message", "answer_id"),
     [
-        [1, 2],
-        "a string",
-        42,
-        {"jsonrpc": "1.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
-        {"id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
-        {"jsonrpc": "2.0", "id": 1, "method": 5},
+        ("a string", None),
+        (42, None),
+        (
+            {"jsonrpc": "1.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+            1,
+        ),
+        ({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}}, 1),
+        ({"jsonrpc": "2.0", "id": 9001, "method": 42}, 9001),
+        ({"jsonrpc": "2.0", "id": "p", "method": "initialize", "params": 1}, "p"),
     ],
     ids=[
-        "array-of-numbers",
         "string",
         "number",
         "wrong-jsonrpc",
         "no-jsonrpc",
         "method-not-a-string",
+        "params-not-structured",
     ],
 )
-async def test_a_message_that_is_not_a_request_object_gets_invalid_request(cfg, paths, message):
+async def test_a_message_that_is_not_a_request_object_gets_invalid_request(
+    cfg, paths, message, answer_id
+):
     async with raw_agent(cfg, paths) as peer:
         await peer.send_json(message)
         resp = await peer.recv()
-        if isinstance(resp, list):  # a batch answers per element
-            assert all(r["error"]["code"] == -32600 for r in resp)
-        else:
-            assert resp["error"]["code"] == -32600
+        assert resp["id"] == answer_id and resp["error"]["code"] == -32600
+        await _still_serving(peer)
+
+
+async def test_a_batch_of_non_requests_gets_one_invalid_request_per_member(cfg, paths):
+    async with raw_agent(cfg, paths) as peer:
+        await peer.send_json([1, 2])
+        resp = await peer.recv()
+        assert [(r["id"], r["error"]["code"]) for r in resp] == [(None, -32600), (None, -32600)]
         await _still_serving(peer)
 
 
@@ -71,7 +81,7 @@ async def test_unknown_underscore_notification_is_ignored(cfg, paths):
 async def test_unknown_underscore_request_gets_method_not_found(cfg, paths):
     async with raw_agent(cfg, paths) as peer:
         resp = await peer.call("_vendor/thing", {}, msg_id=4)
-        assert resp["error"]["code"] == -32601
+        assert resp["id"] == 4 and resp["error"]["code"] == -32601
 
 
 @pytest.mark.parametrize(
@@ -91,14 +101,14 @@ async def test_unknown_underscore_request_gets_method_not_found(cfg, paths):
 async def test_params_of_the_wrong_shape_name_the_field(cfg, paths, method, params, field):
     async with raw_agent(cfg, paths) as peer:
         resp = await peer.call(method, params, msg_id=5)
-        assert resp["error"]["code"] == -32602
+        assert resp["id"] == 5 and resp["error"]["code"] == -32602
         assert field in resp["error"]["message"]
 
 
 async def test_positional_params_are_invalid_params(cfg, paths):
     async with raw_agent(cfg, paths) as peer:
         resp = await peer.call("initialize", [1], msg_id=5)
-        assert resp["error"]["code"] == -32602
+        assert resp["id"] == 5 and resp["error"]["code"] == -32602
 
 
 async def test_relative_cwd_is_refused(cfg, paths):
@@ -133,7 +143,8 @@ async def test_invalid_utf8_is_a_parse_error_and_the_server_stays_up(cfg, paths)
 async def test_a_nul_byte_is_a_parse_error_and_the_server_stays_up(cfg, paths):
     async with raw_agent(cfg, paths) as peer:
         await peer.send(b'{"jsonrpc":"2.0","id":1,\x00"method":"initialize"}\n')
-        assert (await peer.recv())["error"]["code"] == -32700
+        resp = await peer.recv()
+        assert resp["id"] is None and resp["error"]["code"] == -32700
         await _still_serving(peer)
 
 
@@ -205,7 +216,7 @@ async def test_a_batch_is_answered_as_a_batch(cfg, paths):
     async with raw_agent(cfg, paths) as peer:
         await peer.send_json([INIT, {**INIT, "id": 2}])
         resp = await peer.recv()
-        assert sorted(r["id"] for r in resp) == [1, 2]
+        assert [(r["id"], r["result"]["protocolVersion"]) for r in resp] == [(1, 1), (2, 1)]
 
 
 async def test_a_lone_surrogate_in_a_session_id_gets_an_answer_and_the_server_stays_up(cfg, paths):
