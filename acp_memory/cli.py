@@ -4,13 +4,61 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import stat
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from acp_memory import __version__
-from acp_memory.config import Config, ConfigError, Paths, load_config, resolve_paths
+
+if TYPE_CHECKING:
+    from acp_memory.config import Config, Paths
+
+# The config package (pydantic) is imported only once main() is inside its Ctrl-C guard,
+# which also keeps `--help` quick.
+
+log = logging.getLogger(__name__)
 
 SUBCOMMANDS = ("acp", "demo", "http", "notes", "doctor")
+
+# Exit status of a process stopped by SIGINT, as shells report it.
+INTERRUPTED = 130
+
+EPILOG = """\
+defaults:
+  home       --home, else $ACP_MEMORY_HOME, else ~/.acp-memory
+  config     <home>/config.yaml (--config names another file)
+  .env       <home>/.env sets the variables that are not already set
+  sessions   <home>/sessions (--sessions-dir, else sessions.dir in the config)
+  log file   <home>/logs/acp-memory.log, written when logging.to_file is true
+  cwd        the working directory (--cwd names another); project notes in <cwd>/memory
+
+Without a command, acp-memory serves ACP on stdio, as `acp-memory acp` does.
+`acp-memory COMMAND --help` describes each command.
+"""
+
+ACP_DESCRIPTION = (
+    "Serve the Agent Client Protocol on stdin/stdout (newline-delimited JSON-RPC 2.0, logs on "
+    "stderr) until stdin closes. This is what an editor starts; a bare `acp-memory` does the same."
+)
+DEMO_DESCRIPTION = (
+    "Start the agent as an editor would and print a scripted session with it, on the built-in "
+    "offline model: no network, no key. It runs in a throw-away home unless --home names one."
+)
+HTTP_DESCRIPTION = (
+    "An HTTP surface on 127.0.0.1. Not available in this version yet: the command only says so "
+    "and exits with status 2."
+)
+DOCTOR_DESCRIPTION = (
+    "Check the config file, the model ids and their providers, and that the home and sessions "
+    "folders are writable. Prints one finding per line; exits 1 when any finding is an error."
+)
+TTY_HINT = (
+    "acp-memory speaks ACP (JSON-RPC) on stdin/stdout and is meant to be started by an editor; "
+    "`acp-memory --help` lists the commands. Waiting for input (Ctrl-D ends)."
+)
 
 
 def _shared_flags(suppress: bool) -> argparse.ArgumentParser:
@@ -18,16 +66,33 @@ def _shared_flags(suppress: bool) -> argparse.ArgumentParser:
     # subparsers keeps a flag given before the subcommand from being reset after it.
     p = argparse.ArgumentParser(add_help=False)
     default = argparse.SUPPRESS if suppress else None
-    p.add_argument("--config", metavar="PATH", default=default, help="config file")
-    p.add_argument("--home", metavar="DIR", default=default, help="home folder")
-    p.add_argument("--sessions-dir", metavar="DIR", default=default, help="session bundles")
-    p.add_argument("--cwd", metavar="DIR", default=default, help="working directory")
+    p.add_argument(
+        "--config", metavar="PATH", default=default, help="config file (default <home>/config.yaml)"
+    )
+    p.add_argument(
+        "--home",
+        metavar="DIR",
+        default=default,
+        help="home folder ($ACP_MEMORY_HOME, else ~/.acp-memory)",
+    )
+    p.add_argument(
+        "--sessions-dir",
+        metavar="DIR",
+        default=default,
+        help="session bundles (default sessions.dir, else <home>/sessions)",
+    )
+    p.add_argument(
+        "--cwd",
+        metavar="DIR",
+        default=default,
+        help="working directory; project notes in <cwd>/memory (default: the current one)",
+    )
     p.add_argument(
         "--log-level",
         metavar="LEVEL",
         default=default,
         choices=["debug", "info", "warning", "error"],
-        help="debug, info, warning or error",
+        help="debug, info, warning or error (default logging.level, else info)",
     )
     return p
 
@@ -36,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="acp-memory",
         description="An Agent Client Protocol agent on stdio with long-term markdown memory.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_shared_flags(suppress=False)],
     )
     parser.add_argument("--version", action="version", version=f"acp-memory {__version__}")
@@ -48,10 +115,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     shared = [_shared_flags(suppress=True)]
-    sub.add_parser("acp", parents=shared, help="serve ACP on stdio (the default)")
-    sub.add_parser("demo", parents=shared, help="a scripted session on the offline model")
-    sub.add_parser("http", parents=shared, help="HTTP surface on 127.0.0.1")
-    sub.add_parser("doctor", parents=shared, help="check the config and the environment")
+    sub.add_parser(
+        "acp", parents=shared, help="serve ACP on stdio (the default)", description=ACP_DESCRIPTION
+    )
+    sub.add_parser(
+        "demo",
+        parents=shared,
+        help="a scripted session on the offline model",
+        description=DEMO_DESCRIPTION,
+    )
+    sub.add_parser(
+        "http",
+        parents=shared,
+        help="HTTP surface on 127.0.0.1 (not in this version yet)",
+        description=HTTP_DESCRIPTION,
+    )
+    doctor = sub.add_parser(
+        "doctor",
+        parents=shared,
+        help="check the config and the environment",
+        description=DOCTOR_DESCRIPTION,
+    )
+    doctor.add_argument(
+        "--online",
+        action="store_true",
+        help="also make one tiny request per configured provider to check reachability and the key",
+    )
     from acp_memory.memory.cli import add_notes_parser
 
     add_notes_parser(sub, shared)
@@ -69,6 +158,8 @@ def setup_logging(level: str) -> None:
 
 def load(args: argparse.Namespace) -> tuple[Config, Paths]:
     """Resolve the paths and load the config the flags point at."""
+    from acp_memory.config import load_config, resolve_paths
+
     paths = resolve_paths(home=args.home, config=args.config, cwd=args.cwd)
     cfg = load_config(paths, explicit=args.config is not None)
     paths = resolve_paths(
@@ -77,22 +168,78 @@ def load(args: argparse.Namespace) -> tuple[Config, Paths]:
     return cfg, paths
 
 
+def describe_os_error(what: str, exc: OSError) -> str:
+    """`<what>: <path>: <reason>`: an OSError as the one line a user reads."""
+    parts = [what]
+    for name in (exc.filename, exc.filename2):
+        if name is not None:
+            parts.append(os.fsdecode(name) if isinstance(name, str | bytes) else str(name))
+    parts.append(exc.strerror or str(exc))
+    return ": ".join(parts)
+
+
+def error(line: str) -> None:
+    """One line on stderr, prefixed with the program's name."""
+    print(f"acp-memory: {line}", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    label = "acp-memory"
+    try:
+        args = build_parser().parse_args(argv)
+        label = args.command or ("-p" if args.print_text is not None else "acp")
+        return _main(args)
+    except KeyboardInterrupt:
+        # Ctrl-C is how a terminal user stops any command: no traceback, the status shells
+        # expect. The server says nothing: its stderr is an editor's log, and `demo` runs
+        # it in the same process group, where a single Ctrl-C must not print two lines.
+        if label != "acp":
+            error("interrupted")
+        return INTERRUPTED
+    except OSError as exc:
+        # The expected failures are caught where their context is known; this one line is
+        # the safety net for the rest, whose traceback only helps a developer.
+        log.debug("%s failed", label, exc_info=True)
+        error(describe_os_error(f"{label} failed", exc))
+        return 1
+
+
+def _main(args: argparse.Namespace) -> int:
+    from acp_memory.config import ConfigError
+
     command = args.command or "acp"
+    problem = _cwd_problem(args.cwd)
+    if problem:
+        error(problem)
+        return 2
     if command == "doctor":
         from acp_memory.doctor import run_doctor
 
-        return run_doctor(args)
+        try:
+            return run_doctor(args)
+        except ConfigError as exc:
+            error(str(exc))
+            return 2
     try:
         cfg, paths = load(args)
     except ConfigError as exc:
-        print(f"acp-memory: {exc}", file=sys.stderr)
+        error(str(exc))
         return 2
-    setup_logging(args.log_level or cfg.logging.level)
+    level = args.log_level or cfg.logging.level
+    if (
+        args.print_text is not None
+        and not args.log_level
+        and "level" not in cfg.logging.model_fields_set
+    ):
+        # Print mode's stderr is read by a person: its failure is one line, not a retry log.
+        level = "warning"
+    setup_logging(level)
     if cfg.logging.to_file:
-        _log_to_file(paths)
+        try:
+            _log_to_file(paths)
+        except OSError as exc:
+            error(describe_os_error("cannot open the log file (logging.to_file)", exc))
+            return 1
     handlers: dict[str, Callable[[], int]] = {
         "acp": lambda: _run_acp(cfg, paths, args),
         "demo": lambda: _run_demo(cfg, paths, args),
@@ -102,6 +249,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return handlers[command]()
 
 
+def _cwd_problem(cwd: str | None) -> str | None:
+    """Why the --cwd folder cannot be used, or None; checked before anything is created."""
+    if cwd is None:
+        return None
+    from acp_memory.config.loader import expand
+
+    path = Path(expand(cwd)).absolute()
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"--cwd {path}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(mode):
+        return f"--cwd {path}: not a folder"
+    return None
+
+
 def _run_acp(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
     if args.print_text is not None:
         from acp_memory.oneshot import run_print_mode
@@ -109,6 +272,9 @@ def _run_acp(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
         return run_print_mode(cfg, paths, args.print_text)
     from acp_memory.acp.stdio import serve_stdio
 
+    if sys.stdin is not None and sys.stdin.isatty():
+        # A person typed the command: without this line it would seem to hang.
+        print(TTY_HINT, file=sys.stderr, flush=True)
     return serve_stdio(cfg, paths)
 
 

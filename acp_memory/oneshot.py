@@ -7,6 +7,7 @@ import sys
 import anyio
 
 from acp_memory.acp.server import build_engine
+from acp_memory.cli import describe_os_error, error
 from acp_memory.config import Config, Paths
 from acp_memory.engine.events import AgentText, ToolCallFinished, ToolCallStarted, TurnEvent
 from acp_memory.llm.registry import ProviderHub, UnknownModelError
@@ -15,12 +16,18 @@ from acp_memory.sessions.store import SessionStore
 
 
 def run_print_mode(cfg: Config, paths: Paths, text: str) -> int:
-    """Run one turn; exit code 0 when the model answered, 1 when the call failed."""
+    """Run one turn; exit code 0 when the model answered, 1 when it failed, 2 for a bad model id.
+
+    Every expected failure is one line on stderr naming the file or the model.
+    """
+    replied = False
 
     async def emit(event: TurnEvent) -> None:
+        nonlocal replied
         if isinstance(event, AgentText):
             sys.stdout.write(event.text)
             sys.stdout.flush()
+            replied = True
         elif isinstance(event, ToolCallStarted):
             print(f"[tool] {event.title}", file=sys.stderr)
         elif isinstance(event, ToolCallFinished):
@@ -28,19 +35,35 @@ def run_print_mode(cfg: Config, paths: Paths, text: str) -> int:
 
     async def main() -> int:
         async with ProviderHub(cfg) as hub:
-            engine = build_engine(cfg)
-            session = SessionStore(paths.sessions_dir).create(
-                cwd=str(paths.cwd), model_id=cfg.default_model_id()
-            )
+            model_id = cfg.default_model_id()
+            # Resolved before the bundle is made, so that a bad id leaves no empty session.
             try:
-                stop = await engine.run(
-                    session, text, hub.model(session.record.selected_model_id), emit
+                model = hub.model(model_id)
+            except UnknownModelError as exc:
+                error(_one_line(exc))
+                return 2
+            engine = build_engine(cfg)
+            try:
+                session = SessionStore(paths.sessions_dir).create(
+                    cwd=str(paths.cwd), model_id=model_id
                 )
+            except OSError as exc:
+                error(describe_os_error("cannot create the session bundle", exc))
+                return 1
+            try:
+                stop = await engine.run(session, text, model, emit)
             except (LLMError, UnknownModelError) as exc:
-                print(f"\nacp-memory: {exc}", file=sys.stderr)
+                if replied:
+                    print()  # ends the partial reply on stdout
+                error(_one_line(exc))
                 return 1
             print()
             print(f"[{stop}] session {session.id}", file=sys.stderr)
             return 0
 
     return anyio.run(main)
+
+
+def _one_line(exc: Exception) -> str:
+    # Provider errors may quote a multi-line response body; stderr gets one line per failure.
+    return " ".join(str(exc).split())

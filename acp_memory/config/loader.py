@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from dotenv import load_dotenv
 from pydantic import ValidationError
 
 from acp_memory.config.models import Config
@@ -51,7 +52,7 @@ def resolve_paths(
     cwd: str | None = None,
     cfg: Config | None = None,
 ) -> Paths:
-    """Apply DESIGN.md's precedence: flag, then $ACP_MEMORY_HOME, then ~/.acp-memory."""
+    """The home is the flag, else $ACP_MEMORY_HOME, else ~/.acp-memory; the rest follow it."""
     home_dir = Path(expand(home or os.environ.get("ACP_MEMORY_HOME") or "~/.acp-memory")).absolute()
     configured_sessions = cfg.sessions.dir if cfg else ""
     sessions = sessions_dir or configured_sessions
@@ -79,20 +80,16 @@ def _expand_tree(node: Any) -> Any:
 
 
 def load_env_file(path: Path) -> None:
-    """Load KEY=VALUE lines into os.environ for variables not already set."""
+    """Load <home>/.env into os.environ for variables not already set; no file is fine.
+
+    python-dotenv reads it as other tools do: quotes, escapes, `export` and inline comments.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.removeprefix("export ").partition("=")
-        key, value = key.strip(), value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        os.environ.setdefault(key, value)
+        load_dotenv(path, override=False)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from exc
 
 
 def read_raw(path: Path) -> dict[str, Any] | None:

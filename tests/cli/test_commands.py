@@ -1,12 +1,19 @@
 from __future__ import annotations
 
+import errno
+import json
+import logging
 import os
+import re
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from acp_memory.cli import build_parser
+import acp_memory.memory.cli
+from acp_memory.cli import build_parser, main
 
 
 def _run(
@@ -26,6 +33,16 @@ def _run(
     )
 
 
+def _blocked(tmp_path: Path) -> Path:
+    """A folder path that cannot be created, even by root: its parent is a regular file."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    return blocker / "home"
+
+
+ENOTDIR = os.strerror(errno.ENOTDIR)
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -42,51 +59,64 @@ def test_shared_flags_are_accepted_before_or_after_the_subcommand(argv):
 
 def test_the_parser_lists_every_subcommand_of_the_design():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
-    assert {"acp", "demo", "http", "notes", "doctor"} <= set(sub.choices)
+    assert set(sub.choices) == {"acp", "demo", "http", "notes", "doctor"}
+
+
+def test_doctor_online_is_a_flag_that_defaults_to_off():
+    assert build_parser().parse_args(["doctor"]).online is False
+    assert build_parser().parse_args(["doctor", "--online"]).online is True
 
 
 def test_doctor_passes_on_defaults(tmp_path):
-    done = _run("doctor", home=tmp_path / "home")
+    home = tmp_path / "home"
+    done = _run("doctor", home=home)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "0 error(s)" in done.stdout
+    lines = done.stdout.splitlines()
+    assert f"ok: home {home} is writable" in lines
+    assert lines[-1] == "0 error(s), 0 warning(s)"
 
 
 @pytest.mark.parametrize(
     ("yaml_text", "finding", "code"),
     [
-        ("agent: {model: ghost/x}\n", "names no configured provider", 1),
-        ("memory: {wait_seconds: soon}\n", "memory.wait_seconds", 1),
-        ("agent: {modle: x}\n", "unknown key agent.modle", 0),
-        ("models: [{model: nope}]\n", "not of the form", 1),
+        ("agent: {model: ghost/x}\n", "error: agent.model: 'ghost/x' names no configured", 1),
+        ("memory: {wait_seconds: soon}\n", "error: {cfg}: memory.wait_seconds: ", 1),
+        ("agent: {modle: x}\n", "warning: unknown key agent.modle", 0),
+        ("models: [{model: nope}]\n", "error: models[0].model: 'nope' is not of the form", 1),
     ],
 )
 def test_doctor_reports_findings_and_exits_1_on_errors(tmp_path, yaml_text, finding, code):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml_text)
     done = _run("doctor", "--config", str(cfg), home=tmp_path / "home")
-    assert finding in done.stdout
+    finding = finding.replace("{cfg}", str(cfg))
+    assert any(line.startswith(finding) for line in done.stdout.splitlines()), done.stdout
     assert done.returncode == code
 
 
 def test_doctor_reports_an_unwritable_home(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("not a folder")
-    done = _run("doctor", "--home", str(blocker / "home"), home=tmp_path)
-    assert done.returncode == 1 and "not writable" in done.stdout
+    home = _blocked(tmp_path)
+    done = _run("doctor", "--home", str(home), home=tmp_path)
+    assert done.returncode == 1
+    assert f"error: home {home} is not writable: {ENOTDIR}" in done.stdout.splitlines()
 
 
-def test_a_bad_config_stops_the_server_with_a_message_naming_the_key(tmp_path):
+@pytest.mark.parametrize("argv", [["-p", "hi"], ["notes"], ["demo"]])
+def test_a_bad_config_stops_a_command_with_one_line_naming_the_key(tmp_path, argv):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("memory: {keep_runs: many}\n")
-    done = _run("acp", "--config", str(cfg), home=tmp_path, input="")
-    assert done.returncode == 2 and "memory.keep_runs" in done.stderr
+    done = _run(*argv, "--config", str(cfg), home=tmp_path, input="")
+    assert done.returncode == 2
+    line = rf"acp-memory: {re.escape(str(cfg))}: memory\.keep_runs: [^\n]+\n"
+    assert re.fullmatch(line, done.stderr)
 
 
 def test_print_mode_answers_on_stdout_and_logs_on_stderr(tmp_path):
     done = _run("-p", "hello print mode", home=tmp_path / "home")
     assert done.returncode == 0
     assert "hello print mode" in done.stdout and "offline model" in done.stdout
-    assert "end_turn" in done.stderr
+    assert done.stdout.endswith("\n")
+    assert re.fullmatch(r"\[end_turn\] session sess_\w+\n", done.stderr)
 
 
 @pytest.mark.subprocess
@@ -98,10 +128,10 @@ def test_demo_runs_a_scripted_session_on_the_offline_model(tmp_path):
 
 
 def test_doctor_checks_the_sessions_folder_the_flag_names(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("not a folder")
-    done = _run("doctor", "--sessions-dir", str(blocker / "sessions"), home=tmp_path / "home")
-    assert done.returncode == 1 and f"sessions folder {blocker / 'sessions'}" in done.stdout
+    sessions = _blocked(tmp_path).parent / "sessions"
+    done = _run("doctor", "--sessions-dir", str(sessions), home=tmp_path / "home")
+    assert done.returncode == 1
+    assert f"error: sessions folder {sessions} is not writable: {ENOTDIR}" in done.stdout
 
 
 def test_doctor_finds_a_key_under_the_providers_own_variable(tmp_path):
@@ -109,6 +139,136 @@ def test_doctor_finds_a_key_under_the_providers_own_variable(tmp_path):
     cfg.write_text("providers: [{name: my-openai, type: openai}]\n")
     env_key = {"MY_OPENAI_API_KEY": "sk-x"}
     done = _run("doctor", "--config", str(cfg), home=tmp_path / "home", env_extra=env_key)
-    assert "has no key" not in done.stdout
+    assert done.stdout.splitlines()[-1] == "0 error(s), 0 warning(s)"
     done = _run("doctor", "--config", str(cfg), home=tmp_path / "home")
-    assert "MY_OPENAI_API_KEY" in done.stdout
+    warning = "warning: provider 'my-openai' has no key: set its api_key or $MY_OPENAI_API_KEY"
+    assert warning in done.stdout.splitlines()
+
+
+def test_the_home_env_file_gives_the_doctor_a_key(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".env").write_text("MY_OPENAI_API_KEY='sk-x'  # from the dashboard\n")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("providers: [{name: my-openai, type: openai}]\n")
+    done = _run("doctor", "--config", str(cfg), home=home)
+    assert done.stdout.splitlines()[-1] == "0 error(s), 0 warning(s)"
+
+
+@pytest.mark.parametrize("argv", [["doctor"], ["-p", "hi"], ["notes"]])
+def test_an_env_file_that_is_not_utf8_stops_a_command_with_one_line_naming_it(tmp_path, argv):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".env").write_bytes(b"KEY=caf\xe9\n")
+    done = _run(*argv, "--cwd", str(tmp_path), home=home)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert re.fullmatch(
+        rf"acp-memory: {re.escape(str(home / '.env'))}: not UTF-8 text: [^\n]+\n", done.stderr
+    )
+
+
+# --cwd
+
+
+@pytest.mark.parametrize(
+    "argv", [["-p", "hi"], ["notes"], ["notes", "list"], ["doctor"], ["demo"], ["acp"]]
+)
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_cwd_that_is_not_a_folder_is_refused_before_anything_is_done(tmp_path, argv, kind):
+    cwd = tmp_path / "nowhere"
+    if kind == "file":
+        cwd.write_text("a file")
+    home = tmp_path / "home"
+    done = _run(*argv, "--cwd", str(cwd), home=home, input="")
+    reason = os.strerror(errno.ENOENT) if kind == "missing" else "not a folder"
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"acp-memory: --cwd {cwd}: {reason}\n"
+    assert not home.exists()
+
+
+def test_a_relative_cwd_is_named_as_the_absolute_path_it_means(tmp_path):
+    done = _run("notes", "--cwd", "gone", home=tmp_path / "home", cwd=tmp_path)
+    assert done.stderr == f"acp-memory: --cwd {tmp_path / 'gone'}: {os.strerror(errno.ENOENT)}\n"
+
+
+# Ordinary failures: one line, no traceback.
+
+
+def test_print_mode_with_an_uncreatable_sessions_folder_says_so_in_one_line(tmp_path):
+    home = _blocked(tmp_path)
+    done = _run("-p", "hi", "--home", str(home), home=home)
+    assert (done.returncode, done.stdout) == (1, "")
+    sessions = re.escape(str(home / "sessions"))
+    line = rf"acp-memory: cannot create the session bundle: {sessions}/sess_\w+: {ENOTDIR}\n"
+    assert re.fullmatch(line, done.stderr)
+
+
+def test_an_uncreatable_log_file_is_one_line_naming_it(tmp_path):
+    home = _blocked(tmp_path)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("logging: {to_file: true}\n")
+    done = _run("-p", "hi", "--home", str(home), "--config", str(cfg), home=home)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"acp-memory: cannot open the log file (logging.to_file): {home / 'logs'}: {ENOTDIR}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        ("ghost/x", "model 'ghost/x' names provider 'ghost', which is not configured"),
+        ("noslash", "model id 'noslash' is not of the form <provider>/<upstream model id>"),
+    ],
+)
+def test_print_mode_with_a_bad_model_id_is_one_line_and_leaves_no_session(tmp_path, model, says):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"agent: {{model: {model}}}\n")
+    home = tmp_path / "home"
+    done = _run("-p", "hi", "--config", str(cfg), home=home)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert re.fullmatch(rf"acp-memory: {re.escape(says)}[^\n]*\n", done.stderr)
+    assert list((home / "sessions").glob("*")) == []
+
+
+def test_print_mode_with_an_unreachable_provider_is_one_line_naming_it(tmp_path):
+    # Bound but not listening: a connection to it is refused, and no one else can take the port.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(
+            "providers:\n"
+            f"  - {{name: faraway, type: openai, api_base: 'http://127.0.0.1:{port}/v1', "
+            "api_key: k}\n"
+            "agent: {model: faraway/m, llm_retry_max: 0}\n"
+        )
+        done = _run("-p", "hi", "--config", str(cfg), home=tmp_path / "home")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert re.fullmatch(r"acp-memory: faraway: connection failed: [^\n]+\n", done.stderr)
+
+
+def test_an_os_error_escaping_a_command_is_one_line_and_a_debug_traceback(
+    tmp_path, monkeypatch, capsys, caplog
+):
+    def fail(*args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), "/srv/notes/x.md")
+
+    monkeypatch.setattr(acp_memory.memory.cli, "run_notes", fail)
+    caplog.set_level(logging.DEBUG, logger="acp_memory.cli")
+    code = main(["notes", "--home", str(tmp_path / "home"), "--cwd", str(tmp_path)])
+    assert code == 1
+    assert capsys.readouterr().err == (
+        f"acp-memory: notes failed: /srv/notes/x.md: {os.strerror(errno.EACCES)}\n"
+    )
+    (record,) = [r for r in caplog.records if r.name == "acp_memory.cli"]
+    assert record.levelno == logging.DEBUG and record.exc_info is not None
+
+
+def test_a_bare_run_on_a_pipe_serves_with_nothing_on_stderr(tmp_path):
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
+    line = json.dumps({**initialize, "params": {"protocolVersion": 1}}) + "\n"
+    done = _run("--log-level", "warning", home=tmp_path / "home", input=line)
+    assert done.returncode == 0
+    assert json.loads(done.stdout.splitlines()[0])["result"]["protocolVersion"] == 1
+    assert done.stderr == ""

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,38 @@ def test_no_config_file_means_defaults_with_memory_on(tmp_path):
     assert cfg.default_model_id() == "offline/default"
 
 
+def test_an_empty_config_file_leaves_memory_off(tmp_path):
+    assert load_config(_paths(tmp_path, "")).memory.enable is False
+
+
+REPO = Path(__file__).resolve().parents[2]
+# The two facts above, in the words both documents use.
+MEMORY_ENABLE_STATEMENT = "defaults to false; a run with no config file at all turns memory on"
+
+
+def _words(text: str) -> str:
+    return " ".join(text.replace("#", " ").replace("`", "").split())
+
+
+def test_the_example_config_says_beside_memory_enable_how_it_defaults():
+    lines = (REPO / "config.example.yaml").read_text().splitlines()
+    start = lines.index("memory:")
+    at = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("enable:"))
+    comment = [lines[at].partition("#")[2]]
+    # The comment may go on over the following comment-only lines.
+    for line in lines[at + 1 :]:
+        if not line.lstrip().startswith("#"):
+            break
+        comment.append(line)
+    assert MEMORY_ENABLE_STATEMENT in _words(" ".join(comment))
+
+
+def test_the_readme_configuration_section_says_how_memory_enable_defaults():
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    assert f"memory.enable {MEMORY_ENABLE_STATEMENT}" in _words(section)
+
+
 def test_an_explicit_missing_config_file_is_an_error(tmp_path):
     paths = resolve_paths(config=str(tmp_path / "nope.yaml"), home=str(tmp_path))
     with pytest.raises(ConfigError, match=r"nope\.yaml"):
@@ -91,15 +124,61 @@ memory:
     assert cfg.model_ids() == ["openai/gpt-4.1-mini", "offline/default"]
 
 
-def test_home_env_file_fills_only_unset_variables(tmp_path, monkeypatch):
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch):
+    """Unset the given variables; whatever a .env sets meanwhile is undone after the test."""
+
+    def unset(*names: str) -> None:
+        for name in names:
+            # setenv first so that monkeypatch records (and restores) the variable's absence.
+            monkeypatch.setenv(name, "")
+            monkeypatch.delenv(name)
+
+    return unset
+
+
+def test_home_env_file_fills_only_unset_variables(tmp_path, monkeypatch, clean_env):
     monkeypatch.setenv("ALREADY", "from-shell")
-    monkeypatch.delenv("FROM_DOTENV", raising=False)
+    clean_env("FROM_DOTENV")
     paths = _paths(
         tmp_path, 'providers:\n  - {name: a, type: openai, api_key: "${FROM_DOTENV}-${ALREADY}"}\n'
     )
     (paths.home / ".env").write_text("FROM_DOTENV=dot\nexport ALREADY='from-file'\n# comment\n")
     cfg = load_config(paths)
     assert cfg.providers[0].api_key == "dot-from-shell"
+
+
+def test_home_env_file_reads_comments_quotes_and_escapes_as_dotenv_does(tmp_path, clean_env):
+    names = ["PLAIN", "INLINE", "HASH_IN_DOUBLE", "HASH_IN_SINGLE", "ESCAPED", "RAW", "EXPORTED"]
+    clean_env(*names)
+    paths = _paths(tmp_path, None)
+    (paths.home / ".env").write_text(
+        "# a whole-line comment\n"
+        "PLAIN=sk-plain\n"
+        "INLINE=sk-inline   # the key for the staging account\n"
+        'HASH_IN_DOUBLE="pa#ss word"  # a comment after a quoted value\n'
+        "HASH_IN_SINGLE='pa#ss'\n"
+        'ESCAPED="line one\\nline \\"two\\""\n'
+        "RAW='no \\n escape'\n"
+        "export EXPORTED=yes\n"
+    )
+    load_config(paths)
+    assert {name: os.environ[name] for name in names} == {
+        "PLAIN": "sk-plain",
+        "INLINE": "sk-inline",
+        "HASH_IN_DOUBLE": "pa#ss word",
+        "HASH_IN_SINGLE": "pa#ss",
+        "ESCAPED": 'line one\nline "two"',
+        "RAW": "no \\n escape",
+        "EXPORTED": "yes",
+    }
+
+
+def test_an_unreadable_env_file_is_a_config_error_naming_it(tmp_path):
+    paths = _paths(tmp_path, None)
+    (paths.home / ".env").write_bytes(b"KEY=\xff\xfe\n")
+    with pytest.raises(ConfigError, match=r"\.env: not UTF-8"):
+        load_config(paths)
 
 
 def test_a_wrong_type_is_an_error_naming_the_key(tmp_path):
@@ -148,7 +227,7 @@ def test_sessions_dir_flag_beats_config_which_beats_home(tmp_path):
 
 
 def test_config_example_documents_and_parses_every_key():
-    example = Path(__file__).resolve().parents[2] / "config.example.yaml"
+    example = REPO / "config.example.yaml"
     from acp_memory.config.loader import parse_config, read_raw
 
     raw = read_raw(example)
