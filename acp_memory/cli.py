@@ -208,10 +208,10 @@ def _main(args: argparse.Namespace) -> int:
     from acp_memory.config import ConfigError
 
     command = args.command or "acp"
+    serving = command == "acp" and args.print_text is None
     problem = _cwd_problem(args.cwd)
     if problem:
-        error(problem)
-        return 2
+        return _unconfigured(problem) if serving else _usage_error(problem)
     if command == "doctor":
         from acp_memory.doctor import run_doctor
 
@@ -223,8 +223,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         cfg, paths = load(args)
     except ConfigError as exc:
-        error(str(exc))
-        return 2
+        return _unconfigured(str(exc)) if serving else _usage_error(str(exc))
     level = args.log_level or cfg.logging.level
     if (
         args.print_text is not None
@@ -240,6 +239,10 @@ def _main(args: argparse.Namespace) -> int:
         except OSError as exc:
             error(describe_os_error("cannot open the log file (logging.to_file)", exc))
             return 1
+    from acp_memory.config.loader import unknown_keys
+
+    for key in unknown_keys(cfg):
+        log.warning("config: unknown key %s is ignored (acp-memory doctor lists them)", key)
     handlers: dict[str, Callable[[], int]] = {
         "acp": lambda: _run_acp(cfg, paths, args),
         "demo": lambda: _run_demo(cfg, paths, args),
@@ -247,6 +250,21 @@ def _main(args: argparse.Namespace) -> int:
         "notes": lambda: _run_notes(cfg, paths, args),
     }
     return handlers[command]()
+
+
+def _usage_error(problem: str) -> int:
+    error(problem)
+    return 2
+
+
+def _unconfigured(problem: str) -> int:
+    """An editor started us with a config or flag we cannot use: rather than exit before
+    initialize (the editor would show only "server exited"), answer it and then refuse each
+    session request with `problem`, which the editor shows."""
+    from acp_memory.acp.stdio import serve_stdio_unconfigured
+
+    setup_logging("warning")
+    return serve_stdio_unconfigured(problem)
 
 
 def _cwd_problem(cwd: str | None) -> str | None:

@@ -101,13 +101,10 @@ class AcpAgent:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        req = parse_params(InitializeRequest, params)
-        version = min(req.protocol_version, PROTOCOL_VERSION)
-        return initialize_response(version, "acp-memory", __version__)
+        return await initialize(params)
 
     async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
-        parse_params(AuthenticateRequest, params)
-        return {}
+        return await authenticate(params)
 
     def cancel_all(self) -> None:
         """Cancel every running turn (the input closed)."""
@@ -313,6 +310,38 @@ class AcpAgent:
     async def _update(self, session_id: str, update: dict[str, Any]) -> None:
         if self.peer is not None:
             await self.peer.notify("session/update", {"sessionId": session_id, "update": update})
+
+
+async def initialize(params: dict[str, Any]) -> dict[str, Any]:
+    """The answer to `initialize`: the version we both speak, and what this agent can do."""
+    req = parse_params(InitializeRequest, params)
+    version = min(req.protocol_version, PROTOCOL_VERSION)
+    return initialize_response(version, "acp-memory", __version__)
+
+
+async def authenticate(params: dict[str, Any]) -> dict[str, Any]:
+    """No authentication is needed: provider keys come from the config."""
+    parse_params(AuthenticateRequest, params)
+    return {}
+
+
+def unconfigured_handlers(problem: str) -> dict[str, Callable[[dict[str, Any]], Awaitable[Any]]]:
+    """An agent whose config failed to load: it answers initialize, so the editor connects
+    and shows `problem` on the first session request, rather than a bare "server exited"."""
+
+    async def refuse(params: dict[str, Any]) -> dict[str, Any]:
+        raise RpcError(INTERNAL_ERROR, f"acp-memory cannot start: {problem}")
+
+    async def ignore(params: dict[str, Any]) -> None:
+        return None
+
+    session_methods = ("new", "load", "list", "prompt", "set_mode", "set_config_option")
+    return {
+        "initialize": initialize,
+        "authenticate": authenticate,
+        "session/cancel": ignore,
+        **{f"session/{name}": refuse for name in session_methods},
+    }
 
 
 async def _workspace(cwd: str) -> str:

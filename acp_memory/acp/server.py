@@ -6,7 +6,7 @@ import logging
 
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from acp_memory.acp.agent import AcpAgent
+from acp_memory.acp.agent import AcpAgent, unconfigured_handlers
 from acp_memory.config import Config, Paths
 from acp_memory.engine.prompt import Templates
 from acp_memory.engine.turn import TurnEngine
@@ -46,3 +46,11 @@ async def serve(
         finally:
             agent.close()
     log.info("input closed; agent stopped")
+
+
+async def serve_unconfigured(
+    receive: ByteReceiveStream, send: ByteSendStream, problem: str
+) -> None:
+    """Serve ACP with a config that failed to load: initialize works, sessions say why not."""
+    log.error("config error: %s", problem)
+    await Connection(receive, send, unconfigured_handlers(problem)).serve()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Awaitable, Callable
 
 import anyio
 
-from acp_memory.acp.server import serve
+from acp_memory.acp.server import serve, serve_unconfigured
 from acp_memory.config import Config, Paths
 from acp_memory.jsonrpc.fdstream import FdReceiveStream, FdSendStream
 
@@ -28,12 +29,24 @@ def claim_stdio() -> tuple[int, int]:
 
 def serve_stdio(cfg: Config, paths: Paths) -> int:
     """Serve ACP on stdio until stdin closes; returns the exit code."""
+    return _on_stdio(lambda receive, send: serve(receive, send, cfg, paths))
+
+
+def serve_stdio_unconfigured(problem: str) -> int:
+    """Serve ACP on stdio with a config that failed to load: the editor is told why, in the
+    answer to its first session request, instead of seeing the server exit."""
+    return _on_stdio(lambda receive, send: serve_unconfigured(receive, send, problem))
+
+
+def _on_stdio(
+    serving: Callable[[FdReceiveStream, FdSendStream], Awaitable[None]],
+) -> int:
     wire_in, wire_out = claim_stdio()
 
     async def main() -> None:
         receive, send = FdReceiveStream(wire_in), FdSendStream(wire_out)
         try:
-            await serve(receive, send, cfg, paths)
+            await serving(receive, send)
         finally:
             await receive.aclose()
             await send.aclose()

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from acp import text_block
+from acp import RequestError, text_block
 from harness import subprocess_agent
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -186,3 +186,35 @@ def test_memory_stays_bounded_under_an_oversized_line(tmp_path):
     assert answers[0]["error"]["code"] == -32600 and answers[1]["id"] == 1
     peak_kb = int(done.stderr.split(b"PEAK_KB=")[1].split()[0])
     assert peak_kb < 150 * 1024, f"peak RSS {peak_kb} KB for a 200 MB line"
+
+
+async def test_a_bad_config_answers_initialize_then_names_the_problem_on_session_new(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("agent:\n  max_turns: many\n")
+    async with subprocess_agent(home) as ed:
+        init = await ed.conn.initialize(protocol_version=1)
+        assert init.protocol_version == 1
+        with pytest.raises(RequestError) as err:
+            await ed.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    assert "acp-memory cannot start" in str(err.value)
+    assert "agent.max_turns" in str(err.value) and str(home / "config.yaml") in str(err.value)
+
+
+async def test_unknown_config_keys_are_logged_as_a_warning_at_start(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("agent:\n  max_turnz: 3\n")
+    async with subprocess_agent(home) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        await ed.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    assert b"WARNING" in ed.stderr and b"unknown key agent.max_turnz" in ed.stderr
+
+
+async def test_a_bad_cwd_flag_answers_initialize_then_names_the_folder_on_session_new(tmp_path):
+    missing = tmp_path / "nowhere"
+    async with subprocess_agent(tmp_path / "home", "acp", "--cwd", str(missing)) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        with pytest.raises(RequestError) as err:
+            await ed.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    assert f"--cwd {missing}: No such file or directory" in str(err.value)
