@@ -10,11 +10,13 @@ from acp_memory.engine.events import (
     AgentText,
     AgentThought,
     ToolCallFinished,
+    ToolCallProgress,
     ToolCallStarted,
     TurnEvent,
 )
 from acp_memory.engine.turn import NOT_RUN_RESULT
 from acp_memory.sessions.model import StoredToolCall, TranscriptMessage
+from acp_memory.tools.base import Diff, TerminalView, ToolContent
 from acp_memory.tools.registry import parse_arguments
 
 
@@ -24,6 +26,28 @@ def _chunk(kind: str, text: str) -> dict[str, Any]:
 
 def _locations(paths: list[str]) -> dict[str, Any]:
     return {"locations": [{"path": p} for p in paths]} if paths else {}
+
+
+def tool_content(content: ToolContent) -> dict[str, Any]:
+    """A diff or an embedded terminal as ACP tool call content."""
+    match content:
+        case Diff():
+            return {
+                "type": "diff",
+                "path": content.path,
+                "newText": content.new,
+                **({"oldText": content.old} if content.old is not None else {}),
+            }
+        case TerminalView():
+            return {"type": "terminal", "terminalId": content.terminal_id}
+        case _:
+            assert_never(content)
+
+
+def _stored_content(data: dict[str, Any]) -> ToolContent:
+    if data.get("type") == "terminal":
+        return TerminalView(str(data.get("terminalId", "")))
+    return Diff(str(data.get("path", "")), data.get("oldText"), str(data.get("newText", "")))
 
 
 def event_update(event: TurnEvent) -> dict[str, Any]:
@@ -43,12 +67,21 @@ def event_update(event: TurnEvent) -> dict[str, Any]:
                 "rawInput": event.raw_input,
                 **_locations(event.locations),
             }
+        case ToolCallProgress():
+            return {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": event.call_id,
+                "content": [tool_content(c) for c in event.content],
+            }
         case ToolCallFinished():
             return {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": event.call_id,
                 "status": event.status,
-                "content": [{"type": "content", "content": text_content(event.output)}],
+                "content": [
+                    {"type": "content", "content": text_content(event.output)},
+                    *(tool_content(c) for c in event.content),
+                ],
                 **_locations(event.locations),
             }
         case _:
@@ -68,8 +101,9 @@ def replay_updates(messages: list[TranscriptMessage]) -> Iterator[dict[str, Any]
             if start is not None:
                 yield start
             status: Literal["completed", "failed"] = "failed" if m.is_error else "completed"
+            extra = [_stored_content(c) for c in m.content_extra or ()]
             yield event_update(
-                ToolCallFinished(m.tool_call_id, status, m.content, m.locations or [])
+                ToolCallFinished(m.tool_call_id, status, m.content, m.locations or [], extra)
             )
             continue
         # A call with no result at all (the process died mid-call) is shown as it was left.

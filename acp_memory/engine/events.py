@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from acp_memory.tools.base import ToolContent
+
 
 @dataclass(frozen=True)
 class AgentText:
@@ -27,12 +29,21 @@ class ToolCallStarted:
 
 
 @dataclass(frozen=True)
+class ToolCallProgress:
+    """Content a running call shows on its row (a terminal, a diff) before it finishes."""
+
+    call_id: str
+    content: list[ToolContent]
+
+
+@dataclass(frozen=True)
 class ToolCallFinished:
     call_id: str
     status: Literal["completed", "failed"]
     output: str
     locations: list[str] = field(default_factory=list)
+    content: list[ToolContent] = field(default_factory=list)
 
 
-TurnEvent = AgentText | AgentThought | ToolCallStarted | ToolCallFinished
+TurnEvent = AgentText | AgentThought | ToolCallStarted | ToolCallProgress | ToolCallFinished
 Emit = Callable[[TurnEvent], Awaitable[None]]

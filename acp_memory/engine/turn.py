@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
@@ -15,6 +16,7 @@ from acp_memory.engine.events import (
     AgentThought,
     Emit,
     ToolCallFinished,
+    ToolCallProgress,
     ToolCallStarted,
 )
 from acp_memory.engine.prompt import Templates, TurnContext, render_system
@@ -31,8 +33,8 @@ from acp_memory.llm.types import (
 )
 from acp_memory.sessions.model import StoredToolCall, TranscriptMessage
 from acp_memory.sessions.store import Session
-from acp_memory.tools.base import ToolContext
-from acp_memory.tools.registry import PreparedCall, ToolRegistry
+from acp_memory.tools.base import Diff, ToolContent, ToolContext, ToolResult, TurnCancelled
+from acp_memory.tools.registry import PreparedCall, ToolRegistry, ToolSet
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,37 @@ Clock = Callable[[], datetime]
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+class TurnContextSource(Protocol):
+    """Where a turn's runtime state comes from: a per-turn part that may wait (the memory
+    report, before the first model call) and a per-step part rebuilt before every request."""
+
+    async def begin(self) -> None: ...
+
+    def step(self) -> TurnContext: ...
+
+
+class PlainContext:
+    """No tasks, no memory: only the clock."""
+
+    async def begin(self) -> None:
+        return None
+
+    def step(self) -> TurnContext:
+        return TurnContext()
+
+
+@dataclass
+class TurnSetup:
+    """What one run uses beyond the session: its tool set, what its tools may reach, where
+    its runtime state comes from, its step cap and its system template."""
+
+    tools: ToolSet | None = None  # default: the session mode's set
+    tool_context: ToolContext | None = None  # services for the tools (editor, pool, ...)
+    context: TurnContextSource = field(default_factory=PlainContext)
+    max_turns: int | None = None
+    template: str | None = None  # default "<mode>.md"
 
 
 class TurnEngine:
@@ -62,28 +95,36 @@ class TurnEngine:
         self.max_turns = max_turns
         self.clock = clock  # the turn context's time; tests pass a ticking fake
 
-    async def system_prompt(self, session: Session) -> str:
+    def tools_for(self, session: Session) -> ToolSet:
+        """The tool set of the session's mode."""
+        return self.tools.for_mode(session.record.mode)
+
+    async def system_prompt(
+        self, session: Session, tools: ToolSet | None = None, template: str | None = None
+    ) -> str:
         """The system message: stable across every request of a session in one mode."""
         record = session.record
         # Re-read every step so hand edits apply; off the event loop like every file read.
-        template = await anyio.to_thread.run_sync(
-            self.templates.load, f"{record.mode}.md", abandon_on_cancel=True
+        text = await anyio.to_thread.run_sync(
+            self.templates.load, template or f"{record.mode}.md", abandon_on_cancel=True
         )
-        specs = self.tools.specs(record.mode)
-        return render_system(template, cwd=record.cwd, tools=specs, memory=record.agent_memory)
+        specs = (tools or self.tools_for(session)).specs()
+        return render_system(text, cwd=record.cwd, tools=specs, memory=record.agent_memory)
 
     async def build_request(
-        self, session: Session, model: ModelHandle, context: TurnContext
+        self,
+        session: Session,
+        model: ModelHandle,
+        context: TurnContext,
+        tools: ToolSet | None = None,
+        template: str | None = None,
     ) -> ChatRequest:
         """System, then the whole history, then the turn context as the last user message."""
-        system = await self.system_prompt(session)
+        tools = tools or self.tools_for(session)
+        system = await self.system_prompt(session, tools, template)
         history = [to_llm_message(m) for m in session.messages]
         messages = [Message("system", system), *history, context.message()]
-        return model.request(
-            messages,
-            tools=self.tools.specs(session.record.mode),
-            cache_prefix_len=len(messages) - 1,
-        )
+        return model.request(messages, tools=tools.specs(), cache_prefix_len=len(messages) - 1)
 
     async def run(
         self,
@@ -91,17 +132,22 @@ class TurnEngine:
         user_text: str,
         model: ModelHandle,
         emit: Emit,
-        turn_context: Callable[[], TurnContext] = TurnContext,
+        setup: TurnSetup | None = None,
     ) -> StopReason:
         """One user turn; the transcript is persisted after every message, even on cancel."""
+        setup = setup or TurnSetup()
+        tools = setup.tools or self.tools_for(session)
+        base = setup.tool_context or _tool_context(session)
         await session.append(TranscriptMessage(role="user", content=user_text))
-        for _ in range(self.max_turns):
-            context = turn_context()  # rebuilt at every step: fresh time, tasks, memory
+        await setup.context.begin()
+        for _ in range(setup.max_turns or self.max_turns):
+            context = setup.context.step()  # rebuilt at every step: fresh time, tasks, memory
             if context.now is None:
                 context.now = self.clock()
-            reply = await self._step(session, model, emit, context)
+            reply = await self._step(session, model, emit, context, tools, setup.template, base)
             if reply.calls:
-                await self._run_tools(session, reply.calls, emit)
+                if not await self._run_tools(session, reply.calls, emit, tools, base):
+                    return "cancelled"
                 continue
             if reply.finish == "length":
                 return "max_tokens"
@@ -114,9 +160,12 @@ class TurnEngine:
         model: ModelHandle,
         emit: Emit,
         context: TurnContext,
+        tools: ToolSet,
+        template: str | None,
+        base: ToolContext,
     ) -> _Reply:
         """One model call: what it said, and the tool calls it asked for, resolved."""
-        request = await self.build_request(session, model, context)
+        request = await self.build_request(session, model, context, tools, template)
         reply = _Reply()
         complete = False
         try:
@@ -131,14 +180,14 @@ class TurnEngine:
                         reply.reasoning.append(event.text)
                         await emit(AgentThought(event.text))
                     elif isinstance(event, ToolCallReady):
-                        reply.calls.append(self.tools.prepare(event.call, session.record.mode))
+                        reply.calls.append(tools.prepare(event.call))
                     elif isinstance(event, Finished):
                         reply.finish = event.reason
             complete = True
         finally:
             # Recorded even when cancelled mid-stream, so the transcript shows what was seen.
             if reply.text or reply.reasoning or reply.calls:
-                await session.append(reply.to_transcript(_tool_context(session)))
+                await session.append(reply.to_transcript(base))
             if not complete:
                 # Calls that arrived before the stream was cut never run; providers refuse a
                 # history where a tool call has no result, so each gets a cancelled one.
@@ -146,14 +195,27 @@ class TurnEngine:
                     await session.append(_cancelled(prepared.call, NOT_RUN_RESULT))
         return reply
 
-    async def _run_tools(self, session: Session, calls: list[PreparedCall], emit: Emit) -> None:
-        ctx = _tool_context(session)
+    async def _run_tools(
+        self,
+        session: Session,
+        calls: list[PreparedCall],
+        emit: Emit,
+        tools: ToolSet,
+        base: ToolContext,
+    ) -> bool:
+        """Run the calls in order; False when the user cancelled the turn from inside one."""
         pending = list(calls)
         running: str | None = None  # the call the editor shows in progress
+        cancelled = False
         try:
             while pending:
                 prepared = pending[0]
                 call_id = running = prepared.call.id
+
+                async def progress(content: Sequence[ToolContent], call_id: str = call_id) -> None:
+                    await emit(ToolCallProgress(call_id, list(content)))
+
+                ctx = replace(base, call_id=call_id, progress=progress)
                 await emit(
                     ToolCallStarted(
                         call_id,
@@ -163,7 +225,11 @@ class TurnEngine:
                         prepared.locations(ctx),
                     )
                 )
-                result = await self.tools.run(prepared, ctx)
+                try:
+                    result = await tools.run(prepared, ctx)
+                except TurnCancelled as exc:
+                    cancelled = True
+                    result = ToolResult(f"Error: {exc or CANCELLED_RESULT}", is_error=True)
                 await session.append(
                     TranscriptMessage(
                         role="tool",
@@ -172,6 +238,7 @@ class TurnEngine:
                         name=prepared.call.name,
                         is_error=result.is_error or None,
                         locations=result.locations or None,
+                        content_extra=[_content_dump(c) for c in result.content] or None,
                     )
                 )
                 pending.pop(0)
@@ -179,7 +246,13 @@ class TurnEngine:
                     "failed" if result.is_error else "completed"
                 )
                 running = None
-                await emit(ToolCallFinished(call_id, status, result.text, result.locations))
+                await emit(
+                    ToolCallFinished(
+                        call_id, status, result.text, result.locations, list(result.content)
+                    )
+                )
+                if cancelled:
+                    break
         finally:
             # Providers refuse a history where a tool call has no result.
             for prepared in pending:
@@ -189,10 +262,19 @@ class TurnEngine:
                 # The editor would show the interrupted call in progress for ever.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(1):
                     await emit(ToolCallFinished(running, "failed", CANCELLED_RESULT))
+        return not cancelled
 
 
 def _tool_context(session: Session) -> ToolContext:
-    return ToolContext(session.id, Path(session.record.cwd), session.record.mode)
+    record = session.record
+    return ToolContext(session.id, Path(record.cwd), record.mode, bundle=session.dir)
+
+
+def _content_dump(c: ToolContent) -> dict[str, Any]:
+    """Tool content as the transcript keeps it, for a faithful replay."""
+    if isinstance(c, Diff):
+        return {"type": "diff", "path": c.path, "oldText": c.old, "newText": c.new}
+    return {"type": "terminal", "terminalId": c.terminal_id}
 
 
 def _cancelled(call: ToolCall, text: str = CANCELLED_RESULT) -> TranscriptMessage:

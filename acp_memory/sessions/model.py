@@ -63,6 +63,7 @@ class TranscriptMessage(CamelModel):
     name: str | None = None
     is_error: bool | None = None
     locations: list[str] | None = None
+    content_extra: list[dict[str, Any]] | None = None  # diffs, terminals: as the editor saw them
     created_at: str = Field(default_factory=utc_now)
 
 

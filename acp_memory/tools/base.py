@@ -1,8 +1,14 @@
-"""What a tool is to the turn engine: a name, a JSON schema, and an async run()."""
+"""What a tool is to the turn engine: a name, a JSON schema, and an async run().
+
+A tool sees its session through a ToolContext: the workspace, and the services the session
+runner provides (the editor, the permission gate, the background pool, child agents). A service
+is None where the surface has none (print mode has no editor): a tool then falls back (local
+disk, a local process) or refuses with a clear error.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -14,25 +20,133 @@ ToolKind = Literal[
 
 
 @dataclass(frozen=True)
+class Diff:
+    """A file change the editor shows as a diff; old is None for a new file."""
+
+    path: str
+    old: str | None
+    new: str
+
+
+@dataclass(frozen=True)
+class TerminalView:
+    """A terminal the editor created (terminal/create), embedded in the tool call's row."""
+
+    terminal_id: str
+
+
+ToolContent = Diff | TerminalView
+
+
+@dataclass
+class ToolResult:
+    """Plain text written for a model to read; is_error marks a failure the model should see.
+
+    `content` is what the editor shows besides the text (a diff, a terminal).
+    """
+
+    text: str
+    is_error: bool = False
+    locations: list[str] = field(default_factory=list)
+    content: list[ToolContent] = field(default_factory=list)
+
+
+class ToolError(Exception):
+    """Raised by a tool for a failure that goes back to the model as a clear tool error."""
+
+
+class TurnCancelled(Exception):
+    """Raised by a tool when the user cancelled the turn from inside it (a permission prompt
+    answered `cancelled`): the call ends failed and the turn ends with stopReason cancelled."""
+
+
+@dataclass(frozen=True)
+class TerminalExit:
+    """How a command ended: an exit code, or the signal that killed it."""
+
+    exit_code: int | None
+    signal: str | None = None
+
+
+@dataclass(frozen=True)
+class TerminalOutput:
+    output: str
+    truncated: bool
+    exit: TerminalExit | None  # None while the command runs
+
+
+class Editor(Protocol):
+    """What the editor on the other end offers tools: its files (with unsaved buffers), its
+    terminals, and the user, who answers permission requests. Flags say what it advertised."""
+
+    can_read_files: bool
+    can_write_files: bool
+    can_run_terminals: bool
+
+    async def read_text_file(self, session_id: str, path: str) -> str: ...
+
+    async def write_text_file(self, session_id: str, path: str, content: str) -> None: ...
+
+    async def request_permission(
+        self, session_id: str, tool_call: Mapping[str, Any], options: Sequence[Mapping[str, str]]
+    ) -> str | None:
+        """The optionId the user picked, or None when the turn was cancelled meanwhile."""
+        ...
+
+    async def create_terminal(
+        self, session_id: str, command: str, cwd: str, output_byte_limit: int
+    ) -> str: ...
+
+    async def terminal_output(self, session_id: str, terminal_id: str) -> TerminalOutput: ...
+
+    async def wait_for_terminal_exit(self, session_id: str, terminal_id: str) -> TerminalExit: ...
+
+    async def kill_terminal(self, session_id: str, terminal_id: str) -> None: ...
+
+    async def release_terminal(self, session_id: str, terminal_id: str) -> None: ...
+
+
+PermissionKind = Literal["command", "write", "outside"]
+
+
+@dataclass(frozen=True)
+class PermissionRequest:
+    """What a tool wants to do that may need the user's yes.
+
+    kind: "command" (subject: the command line), "write" (subject: the absolute path written
+    inside the workspace), "outside" (subject: an absolute path outside the workspace, to read
+    or to write).
+    """
+
+    kind: PermissionKind
+    subject: str
+    title: str
+
+
+class Permissions(Protocol):
+    async def ensure(self, ctx: ToolContext, request: PermissionRequest) -> None:
+        """Return when allowed; ToolError when refused, TurnCancelled when cancelled."""
+        ...
+
+
+Progress = Callable[[Sequence[ToolContent]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
 class ToolContext:
     """What a running tool may know about the session that called it."""
 
     session_id: str
     cwd: Path
     mode: str
-
-
-@dataclass
-class ToolResult:
-    """Plain text written for a model to read; is_error marks a failure the model should see."""
-
-    text: str
-    is_error: bool = False
-    locations: list[str] = field(default_factory=list)
-
-
-class ToolError(Exception):
-    """Raised by a tool for a failure that goes back to the model as a clear tool error."""
+    call_id: str = ""
+    bundle: Path | None = None  # the session's bundle folder (plans/ lives there)
+    editor: Editor | None = None
+    permissions: Permissions | None = None
+    tasks: Any = None  # the session's background pool (acp_memory.tasks.pool.TaskPool)
+    agents: Any = None  # starts child sessions (spawn_agent)
+    progress: Progress | None = None  # shows content on the call's row while it runs
+    output_limit: int = 30_000  # characters of tool output a model reads (tools.output_limits)
 
 
 class Tool(Protocol):
@@ -40,7 +154,7 @@ class Tool(Protocol):
     description: str
     kind: ToolKind
     parameters: Mapping[str, Any]  # JSON schema of the arguments object
-    read_only: bool  # available in ask mode
+    read_only: bool  # changes nothing outside the session bundle
 
     def title(self, args: Mapping[str, Any]) -> str:
         """A short human title for the editor's tool-call row."""

@@ -1,53 +1,73 @@
-"""The tools a session may call, their per-mode availability, and safe execution."""
+"""The tools a session may call: the registry, each mode's set, and safe execution."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 
 from acp_memory.llm.types import ToolCall, ToolSpec
-from acp_memory.tools.base import Tool, ToolContext, ToolError, ToolKind, ToolResult
+from acp_memory.tools.base import Tool, ToolContext, ToolError, ToolKind, ToolResult, TurnCancelled
 
 log = logging.getLogger(__name__)
 
 
-class ToolRegistry:
-    """Tools by name; ask and plan modes see only read-only tools."""
+# What each mode may use. A mode never sees, and is never offered, a tool outside its set.
+MODE_TOOLS: dict[str, frozenset[str] | None] = {
+    "agent": None,  # every registered tool but the plan mode's own writer
+    "plan": frozenset(
+        {
+            "read_file", "list_directory", "glob", "grep",
+            "background_list", "background_output", "background_wait", "write_plan",
+        }
+    ),
+    "ask": frozenset({"read_file", "list_directory", "glob", "grep"}),
+}
+PLAN_ONLY = frozenset({"write_plan"})
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
-        for tool in tools:
-            self.add(tool)
 
-    def add(self, tool: Tool) -> None:
-        jsonschema.Draft202012Validator.check_schema(dict(tool.parameters))
-        self._tools[tool.name] = tool
+class ToolSet:
+    """The tools one engine run may offer and call, in order; the engine is handed one."""
 
-    def available(self, mode: str) -> list[Tool]:
-        """The tools offered to the model in a mode, in registration order."""
-        return [t for t in self._tools.values() if mode == "agent" or t.read_only]
+    def __init__(self, tools: Iterable[Tool], label: str = "this session") -> None:
+        self._tools = {t.name: t for t in tools}
+        self.label = label  # named in the error for a call outside the set
 
-    def specs(self, mode: str) -> list[ToolSpec]:
-        return [ToolSpec(t.name, t.description, dict(t.parameters)) for t in self.available(mode)]
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
 
-    def get(self, name: str, mode: str) -> Tool | None:
-        tool = self._tools.get(name)
-        return tool if tool is not None and tool in self.available(mode) else None
+    def names(self) -> list[str]:
+        return list(self._tools)
 
-    def prepare(self, call: ToolCall, mode: str) -> PreparedCall:
+    def specs(self) -> list[ToolSpec]:
+        return [ToolSpec(t.name, t.description, dict(t.parameters)) for t in self]
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def subset(self, names: Iterable[str], label: str | None = None) -> ToolSet:
+        """The tools of this set among `names` (a child never gets more than its parent)."""
+        wanted = set(names)
+        return ToolSet([t for t in self if t.name in wanted], label or self.label)
+
+    def without(self, names: Iterable[str]) -> ToolSet:
+        unwanted = set(names)
+        return ToolSet([t for t in self if t.name not in unwanted], self.label)
+
+    def prepare(self, call: ToolCall) -> PreparedCall:
         """Resolve a call once: its tool, its arguments or why it cannot run, its title."""
-        tool = self.get(call.name, mode)
+        tool = self.get(call.name)
         args = parse_arguments(call.arguments)
         problem: ToolResult | None = None
         if tool is None:
-            offered = ", ".join(t.name for t in self.available(mode)) or "none"
+            offered = ", ".join(self.names()) or "none"
             problem = ToolResult(
-                f"Error: there is no tool named {call.name!r} in {mode} mode. Tools: {offered}.",
+                f"Error: there is no tool named {call.name!r} in {self.label}. "
+                f"Tools: {offered}.",
                 is_error=True,
             )
         elif isinstance(args, ToolResult):
@@ -66,6 +86,8 @@ class ToolRegistry:
             return await prepared.tool.run(prepared.args, ctx)
         except ToolError as exc:
             return ToolResult(f"Error: {exc}", is_error=True)
+        except TurnCancelled:
+            raise
         except Exception as exc:
             # A tool's own bug must not end the turn: the model reads the failure and goes on.
             log.exception("tool %s failed", name)
@@ -73,7 +95,30 @@ class ToolRegistry:
 
     async def execute(self, name: str, raw_arguments: str, ctx: ToolContext) -> ToolResult:
         """Prepare and run one call by name."""
-        return await self.run(self.prepare(ToolCall("", name, raw_arguments), ctx.mode), ctx)
+        return await self.run(self.prepare(ToolCall("", name, raw_arguments)), ctx)
+
+
+class ToolRegistry:
+    """Every tool the agent has, and the set each mode gets."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        jsonschema.Draft202012Validator.check_schema(dict(tool.parameters))
+        self._tools[tool.name] = tool
+
+    def for_mode(self, mode: str) -> ToolSet:
+        """The tools a session in `mode` is offered, in registration order."""
+        allowed = MODE_TOOLS.get(mode, frozenset())
+        tools = [
+            t
+            for t in self._tools.values()
+            if (t.name not in PLAN_ONLY if allowed is None else t.name in allowed)
+        ]
+        return ToolSet(tools, f"{mode} mode")
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,9 @@ class Exploding:
 
 async def test_an_unexpected_tool_failure_is_a_tool_error_not_a_crash(tmp_path: Path):
     registry = ToolRegistry([Exploding()])
-    result = await registry.execute("explode", "{}", ToolContext("s", tmp_path, "agent"))
+    result = await registry.for_mode("agent").execute(
+        "explode", "{}", ToolContext("s", tmp_path, "agent")
+    )
     assert result.is_error and "RuntimeError: kaboom" in result.text
 
 
@@ -39,5 +41,5 @@ async def test_read_file_refuses_paths_outside_the_cwd_or_unusable(tmp_path: Pat
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     registry = ToolRegistry([ReadFile()])
     ctx = ToolContext("s", tmp_path, "ask")
-    result = await registry.execute("read_file", json.dumps({"path": path}), ctx)
+    result = await registry.for_mode("ask").execute("read_file", json.dumps({"path": path}), ctx)
     assert result.is_error and "outside the working directory" in result.text
