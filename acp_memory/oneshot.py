@@ -6,7 +6,7 @@ import sys
 
 import anyio
 
-from acp_memory.acp.server import build_engine
+from acp_memory.acp.server import build_runner
 from acp_memory.cli import describe_os_error, error
 from acp_memory.config import Config, Paths
 from acp_memory.engine.events import AgentText, ToolCallFinished, ToolCallStarted, TurnEvent
@@ -38,11 +38,11 @@ def run_print_mode(cfg: Config, paths: Paths, text: str) -> int:
             model_id = cfg.default_model_id()
             # Resolved before the bundle is made, so that a bad id leaves no empty session.
             try:
-                model = hub.model(model_id)
+                hub.model(model_id)
             except UnknownModelError as exc:
                 error(_one_line(exc))
                 return 2
-            engine = build_engine(cfg)
+            runner = build_runner(cfg, paths, hub)
             try:
                 session = SessionStore(paths.sessions_dir).create(
                     cwd=str(paths.cwd), model_id=model_id
@@ -51,7 +51,8 @@ def run_print_mode(cfg: Config, paths: Paths, text: str) -> int:
                 error(describe_os_error("cannot create the session bundle", exc))
                 return 1
             try:
-                stop = await engine.run(session, text, model, emit)
+                async with runner.running():
+                    stop = await runner.run_turn(session, text, emit)
             except (LLMError, UnknownModelError) as exc:
                 if replied:
                     print()  # ends the partial reply on stdout

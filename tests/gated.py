@@ -65,5 +65,7 @@ async def prompt_in_flight(ed: Any, sid: str, gate: Gate, text: str = "go") -> A
 def gated_agent(cfg: Config, paths: Paths, provider: Provider) -> AcpAgent:
     """The real agent, with every model resolved to `provider`."""
     agent = build_agent(cfg, paths, ProviderHub(cfg))
-    agent.model_for = lambda model_id: ModelHandle(model_id, provider, ModelConfig(model=model_id))
+    agent.runner.model_for = lambda model_id: ModelHandle(
+        model_id, provider, ModelConfig(model=model_id)
+    )
     return agent

@@ -33,13 +33,13 @@ from acp_memory.acp.schema import (
 )
 from acp_memory.acp.updates import event_update, replay_updates
 from acp_memory.acp.wire import parse_params
-from acp_memory.config import Config, Paths
 from acp_memory.engine.events import TurnEvent
-from acp_memory.engine.turn import StopReason, TurnEngine
+from acp_memory.engine.turn import StopReason
 from acp_memory.jsonrpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
-from acp_memory.llm.registry import ModelHandle, UnknownModelError
+from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
 from acp_memory.sessions.lock import BundleBusy
+from acp_memory.sessions.runner import SessionRunner
 from acp_memory.sessions.store import (
     BundleError,
     Session,
@@ -48,6 +48,7 @@ from acp_memory.sessions.store import (
     decode_cursor,
     encode_cursor,
 )
+from acp_memory.tools.base import Editor
 
 log = logging.getLogger(__name__)
 
@@ -69,19 +70,13 @@ class Peer(Protocol):
 class AcpAgent:
     """Holds the sessions of one connection and answers the client's requests."""
 
-    def __init__(
-        self,
-        cfg: Config,
-        paths: Paths,
-        engine: TurnEngine,
-        model_for: Callable[[str], ModelHandle],
-    ) -> None:
-        self.cfg = cfg
-        self.paths = paths
-        self.store = SessionStore(paths.sessions_dir)
-        self.engine = engine
-        self.model_for = model_for
+    def __init__(self, runner: SessionRunner) -> None:
+        self.runner = runner
+        self.cfg = runner.cfg
+        self.paths = runner.paths
+        self.store = SessionStore(runner.paths.sessions_dir)
         self.peer: Peer | None = None
+        self.editor: Editor | None = None  # what the client offers, known after initialize
         self._sessions: dict[str, Session] = {}
         self._turns: dict[str, anyio.CancelScope] = {}
 
@@ -285,17 +280,14 @@ class AcpAgent:
         return {"stopReason": "cancelled" if scope.cancel_called else stop}
 
     async def _run_turn(self, session: Session, text: str) -> StopReason:
-        try:
-            model = self.model_for(session.record.selected_model_id)
-        except UnknownModelError as exc:
-            raise RpcError(INTERNAL_ERROR, str(exc)) from None
-
         async def emit(event: TurnEvent) -> None:
             await self._update(session.id, event_update(event))
 
         try:
             async with _writes(session):
-                return await self.engine.run(session, text, model, emit)
+                return await self.runner.run_turn(session, text, emit, editor=self.editor)
+        except UnknownModelError as exc:
+            raise RpcError(INTERNAL_ERROR, str(exc)) from None
         except LLMError as exc:
             # The turn ends; the editor is told why, with the provider's status and words.
             data = {"status": exc.status, "provider": exc.provider, "afterOutput": exc.after_output}

@@ -12,6 +12,7 @@ from acp_memory.engine.prompt import Templates
 from acp_memory.engine.turn import TurnEngine
 from acp_memory.jsonrpc.connection import Connection
 from acp_memory.llm.registry import ProviderHub
+from acp_memory.sessions.runner import SessionRunner
 from acp_memory.tools.files import ListDirectory, ReadFile
 from acp_memory.tools.registry import ToolRegistry
 
@@ -24,9 +25,14 @@ def build_engine(cfg: Config) -> TurnEngine:
     return TurnEngine(Templates(cfg.prompts.dir), tools, cfg.agent.max_turns)
 
 
+def build_runner(cfg: Config, paths: Paths, hub: ProviderHub) -> SessionRunner:
+    """The session runner of one surface: engine, models, tool services."""
+    return SessionRunner(cfg, paths, build_engine(cfg), hub.model)
+
+
 def build_agent(cfg: Config, paths: Paths, hub: ProviderHub) -> AcpAgent:
-    """The agent with its engine, tools and models, not yet connected."""
-    return AcpAgent(cfg, paths, build_engine(cfg), hub.model)
+    """The agent with its runner, not yet connected."""
+    return AcpAgent(build_runner(cfg, paths, hub))
 
 
 async def serve(
@@ -41,10 +47,11 @@ async def serve(
         agent = agent or build_agent(cfg, paths, hub)
         conn = Connection(receive, send, agent.handlers(), on_input_closed=agent.cancel_all)
         agent.peer = conn
-        try:
-            await conn.serve()
-        finally:
-            agent.close()
+        async with agent.runner.running():
+            try:
+                await conn.serve()
+            finally:
+                agent.close()
     log.info("input closed; agent stopped")
 
 

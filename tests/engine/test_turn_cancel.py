@@ -154,7 +154,7 @@ async def test_cancel_after_a_complete_tool_call_block_still_leaves_a_valid_hist
         )
         cfg = fake_config(server.base_url, provider_type="anthropic")
         async with turn_agent(cfg, paths) as (ed, agent):
-            resolve = agent.model_for
+            resolve = agent.runner.model_for
             watches: list[CallWatch] = []
 
             def watched(model_id: str) -> ModelHandle:
@@ -162,7 +162,7 @@ async def test_cancel_after_a_complete_tool_call_block_still_leaves_a_valid_hist
                 watches.append(CallWatch(handle.provider))
                 return replace(handle, provider=watches[-1])
 
-            agent.model_for = watched
+            agent.runner.model_for = watched
             sid = await ed.start_session(paths.cwd)
 
             async def first_call_complete() -> None:

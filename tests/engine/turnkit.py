@@ -105,9 +105,9 @@ async def turn_agent(
     """The real agent (real providers over httpx) served to the SDK client in process."""
     async with ProviderHub(cfg) as hub:
         agent = build_agent(cfg, paths, hub)
-        agent.engine.clock = TickingClock()
+        agent.runner.engine.clock = TickingClock()
         for tool in tools:
-            agent.engine.tools.add(tool)
+            agent.runner.engine.tools.add(tool)
         async with in_process_agent(cfg, paths, agent) as ed:
             yield ed, agent
 
