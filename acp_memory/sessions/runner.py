@@ -56,13 +56,20 @@ class SessionRunner:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[SessionRunner]:
         """Own the background work of every session until the block ends, then stop it."""
-        async with anyio.create_task_group() as tg:
-            self._owner = tg
-            try:
-                yield self
-            finally:
-                self._owner = None
-                tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._owner = tg
+                try:
+                    yield self
+                finally:
+                    self._owner = None
+                    tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # Background tasks keep their failures to themselves, so a group holds the one
+            # error of the block: the caller handles it as it would without the group.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
 
     def tool_context(self, session: Session, editor: Editor | None = None) -> ToolContext:
         """What the tools of `session` may reach in this surface."""
