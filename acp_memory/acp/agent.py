@@ -174,6 +174,19 @@ class AcpAgent:
         # Two requests may have loaded it at once; the first one in wins.
         return self._sessions.setdefault(session_id, session)
 
+    async def writable_session(self, session_id: str) -> Session:
+        """A session the client may prompt or change: never a subagent's child session."""
+        session = await self.session(session_id)
+        record = session.record
+        if record.subagent_run:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"Invalid params: sessionId: {session_id} is a child session that "
+                f"{record.subagent_name or 'a subagent'} ran for {record.parent_session_id}; "
+                "it is read-only (load it to read its transcript)",
+            )
+        return session
+
     def close(self) -> None:
         """Release every session's bundle for other processes (the connection ended)."""
         for session in self._sessions.values():
@@ -183,13 +196,13 @@ class AcpAgent:
 
     async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(SetSessionModeRequest, params)
-        session = await self.session(req.session_id)
+        session = await self.writable_session(req.session_id)
         await self._switch_mode(session, req.mode_id)
         return {}
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(SetConfigOptionRequest, params)
-        session = await self.session(req.session_id)
+        session = await self.writable_session(req.session_id)
         value = str(req.value)
         if req.config_id == "mode":
             await self._switch_mode(session, value)
@@ -262,7 +275,7 @@ class AcpAgent:
 
     async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(PromptRequest, params)
-        session = await self.session(req.session_id)
+        session = await self.writable_session(req.session_id)
         text = prompt_text(list(req.prompt))
         if session.id in self._turns:
             raise RpcError(

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 SESSION_FILE = "session.json"
 SUBAGENTS_DIR = "subagents"
+MAX_NESTING = 4  # children of children: deeper than any configured subagents.max_depth
 
 
 class BundleError(Exception):
@@ -164,10 +165,24 @@ class SessionStore:
         return session
 
     def load(self, session_id: str) -> Session:
-        """Read a top-level bundle; BundleError names a corrupt file, which is left untouched."""
+        """Read a bundle, top-level or a child nested under its parents' subagents/ folders.
+
+        BundleError names a corrupt file, which is left untouched.
+        """
         if not _valid_id(session_id):
             raise SessionNotFound(session_id)
-        return load_bundle(self.root / session_id)
+        return load_bundle(self.locate(session_id))
+
+    def locate(self, session_id: str) -> Path:
+        """The folder of a session's bundle: top-level, else the child of some session."""
+        top = self.root / session_id
+        if top.is_dir() or not _valid_id(session_id):
+            return top
+        for depth in range(1, MAX_NESTING + 1):
+            pattern = "/".join(["sess_*", SUBAGENTS_DIR] * depth) + f"/{session_id}"
+            for folder in self.root.glob(pattern):
+                return folder
+        return top
 
     def list(self, cwd: str | None = None) -> list[SessionRecord]:
         """Top-level sessions, newest first; unreadable bundles are skipped with a warning."""

@@ -10,6 +10,7 @@ from acp import RequestError, text_block
 from acp.schema import EnvVariable, McpServerStdio
 from harness import in_process_agent
 
+from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import SessionStore
 
 pytestmark = pytest.mark.anyio
@@ -249,3 +250,37 @@ async def test_a_prompt_in_a_session_another_process_is_writing_is_refused_clear
         assert "another acp-memory process" in str(err.value)
         resp = await ed.conn.prompt(session_id=sid, prompt=[text_block("still mine")])
         assert resp.stop_reason == "end_turn"
+
+
+async def test_a_child_session_loads_for_reading_and_refuses_prompts_and_changes(cfg, paths):
+    store = SessionStore(paths.sessions_dir)
+    parent = store.create(cwd=str(paths.cwd), model_id="offline/default")
+    child = store.create(
+        cwd=str(paths.cwd),
+        model_id="offline/default",
+        parent=parent,
+        subagent_name="memory",
+        subagent_task_id="bg_1",
+        subagent_depth=1,
+    )
+    await child.append(TranscriptMessage(role="user", content="what do the notes say?"))
+    for s in (parent, child):
+        s.close()
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        await ed.conn.load_session(session_id=child.id, cwd=str(paths.cwd), mcp_servers=[])
+        assert ed.client.text(child.id, "user_message_chunk") == "what do the notes say?"
+        with pytest.raises(RequestError) as prompted:
+            await ed.conn.prompt(session_id=child.id, prompt=[text_block("hi")])
+        with pytest.raises(RequestError) as switched:
+            await ed.conn.set_session_mode(session_id=child.id, mode_id="ask")
+        listed = await ed.conn.list_sessions()
+    for err in (prompted, switched):
+        assert err.value.code == -32602
+        assert "read-only" in str(err.value) and parent.id in str(err.value)
+    assert [s.session_id for s in listed.sessions] == [parent.id]
+    assert len(_stored_messages(child.dir)) == 1
+
+
+def _stored_messages(folder) -> list:
+    return json.loads((folder / "messages.json").read_text())["messages"]
