@@ -11,7 +11,7 @@ from acp.schema import EnvVariable, McpServerStdio
 from harness import in_process_agent
 
 from acp_memory.sessions.model import TranscriptMessage
-from acp_memory.sessions.store import SessionStore
+from acp_memory.sessions.store import Session, SessionStore
 
 pytestmark = pytest.mark.anyio
 
@@ -173,14 +173,7 @@ async def test_list_filters_by_cwd_pages_with_a_cursor_and_hides_children(cfg, p
 async def test_a_child_bundle_nests_under_the_parents_subagents_folder(paths):
     store = SessionStore(paths.sessions_dir)
     parent = store.create(cwd=str(paths.cwd), model_id="offline/default")
-    child = store.create(
-        cwd=str(paths.cwd),
-        model_id="offline/default",
-        parent=parent,
-        subagent_name="memory",
-        subagent_task_id="bg_3",
-        subagent_depth=1,
-    )
+    child = _memory_child(store, parent, "bg_3")
     record = json.loads(
         (paths.sessions_dir / parent.id / "subagents" / child.id / "session.json").read_text()
     )
@@ -255,14 +248,7 @@ async def test_a_prompt_in_a_session_another_process_is_writing_is_refused_clear
 async def test_a_child_session_loads_for_reading_and_refuses_prompts_and_changes(cfg, paths):
     store = SessionStore(paths.sessions_dir)
     parent = store.create(cwd=str(paths.cwd), model_id="offline/default")
-    child = store.create(
-        cwd=str(paths.cwd),
-        model_id="offline/default",
-        parent=parent,
-        subagent_name="memory",
-        subagent_task_id="bg_1",
-        subagent_depth=1,
-    )
+    child = _memory_child(store, parent, "bg_1")
     await child.append(TranscriptMessage(role="user", content="what do the notes say?"))
     for s in (parent, child):
         s.close()
@@ -284,3 +270,14 @@ async def test_a_child_session_loads_for_reading_and_refuses_prompts_and_changes
 
 def _stored_messages(folder) -> list:
     return json.loads((folder / "messages.json").read_text())["messages"]
+
+
+def _memory_child(store: SessionStore, parent: Session, task_id: str) -> Session:
+    return store.create(
+        cwd=parent.record.cwd,
+        model_id="offline/default",
+        parent=parent,
+        subagent_name="memory",
+        subagent_task_id=task_id,
+        subagent_depth=1,
+    )
