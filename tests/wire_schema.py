@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from functools import cache
 from pathlib import Path
@@ -56,6 +57,52 @@ def validate_def(def_name: str, instance: Any) -> None:
     _validator(def_name).validate(instance)
 
 
+# The one update outside schema.v1.json that acp-memory sends, exactly as documented in
+# docs/architecture.md: a memory run started, finished or skipped. Anything else is refused.
+_RUN_STATUS = {"enum": ["succeeded", "failed", "timed_out", "stopped"]}
+_TASK_ID = {"type": "string", "pattern": "^bg_[0-9]+$"}
+_SESSION_ID = {"type": "string", "pattern": "^sess_[0-9a-f]{24}$"}
+MEMORY_RUN_VARIANTS: dict[str, dict[str, Any]] = {
+    "started": {
+        "required": ["status", "taskId", "childSessionId"],
+        "properties": {"taskId": _TASK_ID, "childSessionId": _SESSION_ID},
+    },
+    "finished": {
+        "required": ["status", "taskId", "childSessionId", "taskStatus", "durationMs", "delivered"],
+        "properties": {
+            "taskId": _TASK_ID,
+            "childSessionId": _SESSION_ID,
+            "taskStatus": _RUN_STATUS,
+            "durationMs": {"type": "integer", "minimum": 0},
+            "delivered": {"type": "boolean"},
+            "reason": {"type": "string", "minLength": 1},
+        },
+    },
+    "skipped": {
+        "required": ["status", "reason"],
+        "properties": {"reason": {"type": "string", "minLength": 1}},
+    },
+}
+
+
+def validate_memory_run(payload: Any, *, extension: bool) -> None:
+    """A memory_run update (extension=False) or the `_acp_memory/memory_run` notification's
+    params (extension=True: no sessionUpdate, a sessionId instead)."""
+    if not isinstance(payload, dict):
+        raise jsonschema.ValidationError("memory_run payload must be an object")
+    variant = MEMORY_RUN_VARIANTS.get(payload.get("status"))  # type: ignore[arg-type]
+    if variant is None:
+        raise jsonschema.ValidationError(f"memory_run status {payload.get('status')!r}")
+    tag = {"sessionId": _SESSION_ID} if extension else {"sessionUpdate": {"const": "memory_run"}}
+    schema = {
+        "type": "object",
+        "required": [*variant["required"], *tag],
+        "properties": {"status": {"const": payload["status"]}, **variant["properties"], **tag},
+        "additionalProperties": False,
+    }
+    jsonschema.validate(payload, schema)
+
+
 class WireChecker:
     """Follows one connection: remembers the methods of client requests, checks agent messages."""
 
@@ -71,7 +118,8 @@ class WireChecker:
             return
         for m in msg if isinstance(msg, list) else [msg]:
             if isinstance(m, dict) and "method" in m and "id" in m:
-                self.client_requests[m["id"]] = m["method"]
+                with contextlib.suppress(TypeError):  # an unhashable id is no one's answer
+                    self.client_requests[m["id"]] = m["method"]
 
     def saw_agent_line(self, line: bytes) -> None:
         try:
@@ -90,7 +138,16 @@ class WireChecker:
         if msg.get("jsonrpc") != "2.0":
             raise jsonschema.ValidationError("jsonrpc must be '2.0'")
         if "method" in msg:
-            validate_def(def_for(msg["method"], "params"), msg.get("params"))
+            method, params = msg["method"], msg.get("params")
+            if method == "_acp_memory/memory_run":
+                validate_memory_run(params, extension=True)
+            elif method == "session/update" and _is_memory_run(params):
+                validate_def("SessionNotification", {**params, "update": _placeholder_update()})
+                validate_memory_run(params["update"], extension=False)
+            elif (method, "params") in _by_method():
+                validate_def(def_for(method, "params"), params)
+            else:
+                raise jsonschema.ValidationError(f"method {method!r} is in no schema")
         elif "error" in msg:
             validate_def("Error", msg["error"])
         else:
@@ -104,3 +161,13 @@ class WireChecker:
         assert not self.errors, "agent messages that break schema.v1.json:\n" + "\n".join(
             self.errors
         )
+
+
+def _is_memory_run(params: Any) -> bool:
+    update = params.get("update") if isinstance(params, dict) else None
+    return isinstance(update, dict) and update.get("sessionUpdate") == "memory_run"
+
+
+def _placeholder_update() -> dict[str, Any]:
+    # Checks the envelope (sessionId, _meta) against the schema; the update is checked above.
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": ""}}

@@ -1,0 +1,81 @@
+"""The tests' wire checker: the official schema, plus exactly the documented memory_run."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from wire_schema import WireChecker
+
+SID = "sess_" + "a" * 24
+CHILD = "sess_" + "b" * 24
+STARTED = {
+    "sessionUpdate": "memory_run",
+    "status": "started",
+    "taskId": "bg_3",
+    "childSessionId": CHILD,
+}
+FINISHED = {
+    "sessionUpdate": "memory_run",
+    "status": "finished",
+    "taskId": "bg_3",
+    "childSessionId": CHILD,
+    "taskStatus": "succeeded",
+    "durationMs": 3210,
+    "delivered": True,
+}
+FAILED = {
+    **FINISHED,
+    "taskStatus": "failed",
+    "delivered": False,
+    "reason": "402 Payment Required: subscription expired",
+}
+SKIPPED = {
+    "sessionUpdate": "memory_run",
+    "status": "skipped",
+    "reason": "memory runs in flight for this session: 2 of 2",
+}
+
+
+def _errors(*messages: dict[str, Any]) -> list[str]:
+    checker = WireChecker()
+    for m in messages:
+        checker.saw_agent_line(json.dumps({"jsonrpc": "2.0", **m}).encode())
+    return checker.errors
+
+
+def _update(update: dict[str, Any]) -> dict[str, Any]:
+    return {"method": "session/update", "params": {"sessionId": SID, "update": update}}
+
+
+def _extension(update: dict[str, Any]) -> dict[str, Any]:
+    params = {k: v for k, v in update.items() if k != "sessionUpdate"}
+    return {"method": "_acp_memory/memory_run", "params": {"sessionId": SID, **params}}
+
+
+@pytest.mark.parametrize("update", [STARTED, FINISHED, FAILED, SKIPPED])
+def test_the_documented_memory_run_updates_pass_in_both_forms(update):
+    assert _errors(_update(update), _extension(update)) == []
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {**STARTED, "text": "a report"},  # no text ever travels on it
+        {**FINISHED, "taskStatus": "orphaned"},
+        {**FINISHED, "durationMs": -1},
+        {k: v for k, v in FINISHED.items() if k != "delivered"},
+        {**STARTED, "status": "running"},
+        {**SKIPPED, "reason": ""},
+        {**STARTED, "taskId": "task-3"},
+    ],
+)
+def test_anything_else_named_memory_run_is_refused(update):
+    assert len(_errors(_update(update))) == 1
+    assert len(_errors(_extension(update))) == 1
+
+
+def test_other_unknown_updates_and_methods_are_still_refused():
+    assert len(_errors(_update({"sessionUpdate": "memory_log", "status": "started"}))) == 1
+    assert len(_errors({"method": "_acp_memory/other", "params": {}})) == 1
