@@ -1,9 +1,12 @@
-"""Secret redaction: detection rate over generated secrets, false positives over harmless lines.
+"""Secret redaction: detection rate over generated secrets, false positives over harmless lines,
+and the time each pass takes on adversarial input.
 
 Run: /work/venv/bin/python bench/redaction.py
 The corpus is deterministic: at least 200 secrets of every listed kind in realistic contexts,
 and at least 200 harmless lines (git hashes, UUIDs, identifiers, base64 images, prose).
 If detect-secrets happens to be installed, its figures on the same corpus are printed beside ours.
+Then 1 MB of each adversarial shape goes through every pass of the redaction; for each pass the
+worst shape is printed (goal: under 100 ms) beside 1 MB of plain prose through all of them.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from random import Random
 
-from acp_memory.memory.redact import redact
+from acp_memory.memory.redact import PASSES, redact
 
 ALNUM = string.ascii_letters + string.digits
 MARK = "\x01"
@@ -155,12 +158,81 @@ def evaluate(name: str, is_redacted: Callable[[str, list[str]], bool],
         print(f"  false positive: {line[:100]}")
 
 
+MB = 1 << 20
+# (head, unit): the head, then the unit repeated up to 1 MB. Runs that made a pattern backtrack
+# or rescan (identifiers, separators, quotes, base64, dots), the start of every recognisable
+# token repeated, one huge value after a name, and dense assignments: a name and a separator
+# every few characters, each one a candidate the rules must look at.
+ADVERSARIAL: list[tuple[str, str]] = [
+    *(("", unit) for unit in [
+        "key.", "aA1-", "a", "aA1", "a_", "-", "=", ":", "'", '"', "`", " ", "\n", "A+/=",
+        "a.b", "token.", "password for ", "for a b:", "eyJ-", "eyJa.", "eyJaaaaaaaaa.eyJ",
+        "://a:", "aaaa@a:", "-----BEGIN ", "-----END ", "1Q~", "AKIA", "?sig=", "ghp_", "gh",
+        "sk-", "sk-ant-", "xoxb-", "AccountKey=", "https://hooks.slack.com/services/", "sk_live_",
+        "e=", "d:", "a:", "key a=", "key=", "key:", "key1", "key='", "key= ,", "key: ./",
+        'password: "', "password: x.a",
+    ]),
+    ("password: x.", "a"), ("password: Bearer", " "), ("password:", " "), ("key: ", '"'),
+    ("token = ", "aA1"), ("password: ", "x "),
+]
+
+
+def _prose(size: int) -> str:
+    rng = Random(3)
+    words = ("the notes say we moved the nightly backup to friday because the old server was "
+             "slow and the team wanted a quieter window for the migration of customer reports "
+             "after lunch while everyone reviewed what changed in the release").split()
+    parts = []
+    for _ in range(400):
+        sentence = " ".join(rng.choice(words) for _ in range(rng.randint(6, 18))).capitalize()
+        parts.append(sentence + (".\n\n" if rng.random() < 0.2 else ". "))
+    page = "".join(parts)
+    return (page * (size // len(page) + 1))[:size]
+
+
+def _timed_passes(text: str, repeat: int = 3) -> list[float]:
+    """Seconds of CPU per pass (best of `repeat`), each pass fed what the one before returned."""
+    best = [float("inf")] * len(PASSES)
+    for _ in range(repeat):
+        current = text
+        for i, step in enumerate(PASSES):
+            start = time.process_time()
+            current = step.apply(current, Counter())
+            best[i] = min(best[i], time.process_time() - start)
+    return best
+
+
+def adversarial() -> None:
+    prose = sum(_timed_passes(_prose(MB)))
+    worst: list[tuple[float, str]] = [(0.0, "")] * len(PASSES)
+    worst_total = (0.0, "")
+    for head, unit in ADVERSARIAL:
+        text = (head + unit * (MB // len(unit) + 1))[:MB]
+        times = _timed_passes(text)
+        label = repr(head + unit) if head else repr(unit)
+        worst = [max(w, (t, label)) for w, t in zip(worst, times, strict=True)]
+        worst_total = max(worst_total, (sum(times), label))
+    print(f"adversarial input, 1 MB per shape, {len(ADVERSARIAL)} shapes (CPU time, best of 3); "
+          f"plain prose through all passes: {prose * 1e3:.1f} ms")
+    for step, (t, label) in zip(PASSES, worst, strict=True):
+        flag = "" if t < 0.1 else "  OVER the 100 ms goal"
+        print(f"  {step.kind:20} worst {t * 1e3:7.1f} ms = {t / prose:5.2f}x prose  on {label}"
+              f"{flag}")
+    t, label = worst_total
+    print(f"  all passes (redact) worst {t * 1e3:.1f} ms = {t / prose:.1f}x prose  on {label}")
+
+
 def main() -> None:
     evaluate(
         "acp_memory.memory.redact",
         lambda line, parts: not any(p in redact(line).text for p in parts),
         lambda line: redact(line).text != line,
     )
+    compare_detect_secrets()
+    adversarial()
+
+
+def compare_detect_secrets() -> None:
     try:
         from detect_secrets import SecretsCollection
         from detect_secrets.settings import default_settings
@@ -179,6 +251,7 @@ def main() -> None:
 
         evaluate("detect-secrets (default plugins, file scan)",
                  lambda line, parts: flagged(line), flagged)
+
 
 if __name__ == "__main__":
     main()

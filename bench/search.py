@@ -1,13 +1,18 @@
 """Search at scale: index build, warm and after-edit latency against ripgrep, and ranking quality.
 
-Run: /work/venv/bin/python bench/search.py [--notes 10000] [--keep DIR]
+Run: /work/venv/bin/python bench/search.py [--notes 10000] [--keep DIR] [--watchers]
 Prints every figure beside a baseline measured in the same run (ripgrep for speed, the seed's
-plain word-overlap ranking for quality).
+plain word-overlap ranking for quality). --watchers instead compares the index's change
+notification (inotify, read directly) with the watchfiles library on the same corpus: searches
+with and without a hand edit just before, whether the edit was seen, descriptors and threads
+per root. Run it once more beside a few busy loops (`python -c 'while True: pass' &`) to see
+what a loaded machine does to a watcher that runs on a thread of its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import statistics
@@ -16,11 +21,15 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from random import Random
+from typing import Any
 
+from acp_memory.memory import index as index_module
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore
+from acp_memory.memory.watch import Changes, Watcher
 
 HITS = 8
 
@@ -168,8 +177,8 @@ def ripgrep(root: Path, queries: list[str]) -> list[float] | None:
               "(apt-get install -y ripgrep to get it)")
         return None
     return [
-        timed(lambda q=q: subprocess.run(["rg", "-i", "-F", "-l", "--", q, str(root)],
-                                         capture_output=True, check=False))
+        timed(partial(subprocess.run, ["rg", "-i", "-F", "-l", "--", q, str(root)],
+                      capture_output=True, check=False))
         for q in queries
     ]
 
@@ -178,10 +187,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--keep", type=Path, help="build the corpus here and keep it")
+    parser.add_argument("--watchers", action="store_true",
+                        help="compare inotify with watchfiles instead")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="acp-memory-bench-"))
     try:
-        run(work, args.notes)
+        if args.watchers:
+            compare_watchers(work, args.notes)
+        else:
+            run(work, args.notes)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -198,7 +212,7 @@ def run(work: Path, notes: int) -> None:
     search = store.search
 
     first = timed(lambda: search(corpus.queries[0], "global", HITS))
-    warm = [timed(lambda q=q: search(q, "global", HITS)) for q in corpus.queries]
+    warm = [timed(partial(search, q, "global", HITS)) for q in corpus.queries]
     target = root / corpus.relevant[0]
     with open(target, "a", encoding="utf-8") as f:  # a hand edit, in place
         f.write("\nquokkaedit marker added by hand\n")
@@ -227,6 +241,70 @@ def run(work: Path, notes: int) -> None:
     print(f"quality on {len(corpus.queries)} labelled queries:")
     print(f"  ours (BM25, stems, identifiers): recall@8 {r_ours:.3f}  MRR {m_ours:.3f}")
     print(f"  seed word overlap:               recall@8 {r_base:.3f}  MRR {m_base:.3f}")
+    store.close()
+
+
+class WatchfilesWatcher:
+    """The index's Watcher interface over watchfiles: one recursive watch of the whole root."""
+
+    def __init__(self) -> None:
+        self._notify: Any = None
+        self._root = ""
+
+    def add(self, folder: str, rel: str) -> None:
+        from watchfiles._rust_notify import RustNotify
+
+        if rel == "":
+            self._root = folder
+            self._notify = RustNotify([folder], False, False, 50, True, True)
+
+    def drain(self) -> Changes:
+        changes = Changes()
+        # The shortest wait watchfiles offers: 0 would mean "until something changes".
+        found = self._notify.watch(0, 0, 1, None)
+        for _, path in found if isinstance(found, set) else ():
+            rel = os.path.relpath(path, self._root)
+            if rel.lower().endswith((".md", ".txt")):
+                changes.files.add(rel)
+            else:
+                changes.rescan = True
+        return changes
+
+    def close(self) -> None:
+        if self._notify is not None:
+            self._notify.close()
+            self._notify = None
+
+
+def _count(folder: str) -> int:
+    return len(os.listdir(folder))
+
+
+def compare_watchers(work: Path, notes: int, edits: int = 50) -> None:
+    corpus = build_corpus(work / "memory", notes)
+    print(f"corpus: {notes} notes; {edits} hand edits, each followed at once by a search")
+    for name, watcher in (("inotify", Watcher), ("watchfiles", WatchfilesWatcher)):
+        index_module.Watcher = watcher  # type: ignore[misc, assignment]
+        fds, threads = _count("/proc/self/fd"), _count("/proc/self/task")
+        with MemoryStore(Roots(work / "memory"), work / f"cache-{name}") as store:
+            first = timed(lambda: store.search(corpus.queries[0], "global", HITS))
+            extra_fds = _count("/proc/self/fd") - fds
+            extra_threads = _count("/proc/self/task") - threads
+            warm = [timed(partial(store.search, q, "global", HITS)) for q in corpus.queries[:100]]
+            after, seen = [], 0
+            target = work / "memory" / corpus.relevant[0]
+            for i in range(edits):
+                with open(target, "a", encoding="utf-8") as f:
+                    f.write(f"\nzqmarker{i}\n")
+                start = time.perf_counter()
+                hits = store.search(f"zqmarker{i}", "global", HITS)
+                after.append((time.perf_counter() - start) * 1000)
+                seen += bool(hits)
+        index_module.Watcher = Watcher  # type: ignore[misc]
+        print(f"{name:10}  first search {first:7.1f} ms, +{extra_fds} descriptors "
+              f"+{extra_threads} threads for the root; warm median "
+              f"{statistics.median(warm):.2f} ms; right after an edit median "
+              f"{statistics.median(after):.2f} ms, edit seen {seen}/{edits}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -15,81 +16,147 @@ from typing import TYPE_CHECKING, Any
 from acp_memory.config import Config, Paths
 
 if TYPE_CHECKING:  # the store pulls in SQLite and the stemmers: load it only to run `notes`
+    from acp_memory.memory.search import Hit
     from acp_memory.memory.store import MemoryStore
+
+NOTES_DESCRIPTION = (
+    "Browse, search and edit the long-term notes the agent keeps: the global notes in "
+    "<home>/memory (or memory.dir) and the project notes in <cwd>/memory. A path is "
+    "scope:relative/path with scope global or project, e.g. global:prefs.md or "
+    "project:api/auth.md; `global:` alone is the root. Writes follow the agent's rules: "
+    "secrets are redacted, the size limit holds, and a save is atomic."
+)
+_PATH_FORM = "scope:path, e.g. global:prefs.md or project:api/auth.md"
+_ACTIONS = {
+    "list": (
+        "list a folder (both roots by default)",
+        "List one folder of notes, one level: subfolders, then notes with their size and "
+        "modification time. Without a path, both roots.",
+    ),
+    "search": (
+        "ranked search",
+        "Search the notes by relevance of path and body, in any language; notes holding an "
+        "exact identifier of the query come first, then notes holding every word.",
+    ),
+    "show": ("print a note", "Print the whole text of one note."),
+    "edit": (
+        "edit a note in $EDITOR",
+        "Open a copy of a note (a new one if it does not exist) in $VISUAL or $EDITOR (else "
+        "vi); the result is saved through the same rules as the agent's saves, and never over "
+        "a change someone made while the editor was open.",
+    ),
+    "rm": (
+        "delete a note, or a folder with -r",
+        "Delete a note, or with -r a folder and every note under it (asking first on a "
+        "terminal). A root is never deleted.",
+    ),
+}
 
 
 def add_notes_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register `notes` and its actions; `parents` carry the shared flags."""
-    p = sub.add_parser("notes", parents=parents, help="browse and edit the notes")
+    p = sub.add_parser("notes", parents=parents, help="browse and edit the notes",
+                       description=NOTES_DESCRIPTION)
     actions = p.add_subparsers(dest="notes_action", metavar="ACTION")
-    ls = actions.add_parser("list", parents=parents, help="list a folder (both roots by default)")
-    ls.add_argument("path", nargs="?", help="scope:folder, e.g. global: or project:notes")
-    se = actions.add_parser("search", parents=parents, help="ranked search")
-    se.add_argument("query", help="the query; '-' reads one query per line from stdin")
-    se.add_argument("--scope", choices=["global", "project", "both"], default="both")
+
+    def action(name: str) -> argparse.ArgumentParser:
+        help_, description = _ACTIONS[name]
+        return actions.add_parser(name, parents=parents, help=help_, description=description)
+
+    action("list").add_argument(
+        "path", nargs="?", help="a folder as scope:folder, e.g. global: or project:api"
+    )
+    se = action("search")
+    se.add_argument(
+        "query",
+        help="words or an identifier; '-' reads queries from stdin, one per line, and answers "
+             "each in turn (for scripts)",
+    )
+    se.add_argument("--scope", choices=["global", "project", "both"], default="both",
+                    help="which notes to search (default both)")
     se.add_argument("--limit", type=int, default=None, help="hits (default memory.max_search_hits)")
-    se.add_argument("--json", action="store_true", help="print JSON {path,score,snippet}")
-    for name, help_ in (("show", "print a note"), ("edit", "edit a note in $EDITOR"),
-                        ("rm", "delete a note or a folder")):
-        actions.add_parser(name, parents=parents, help=help_).add_argument("path")
+    se.add_argument("--json", action="store_true",
+                    help="print a JSON array of {path, score, snippet}, one line per query")
+    action("show").add_argument("path", help=f"the note, as {_PATH_FORM}")
+    action("edit").add_argument(
+        "path", help=f"the note, as {_PATH_FORM}; a missing note is created"
+    )
+    rm = action("rm")
+    rm.add_argument("path", help=f"the note or folder, as {_PATH_FORM} or project:api")
+    rm.add_argument("-r", "--recursive", action="store_true",
+                    help="delete a folder and every note under it")
+    rm.add_argument("-y", "--yes", action="store_true", help="do not ask before deleting a folder")
 
 
 def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
-    """Run one notes action; refusals print on stderr and exit 1."""
+    """Run one notes action; refusals print one line on stderr and exit 1."""
+    from acp_memory.memory.roots import MemoryPathError
     from acp_memory.memory.store import MemoryStore, NoteError
 
-    store = MemoryStore.from_config(cfg, paths)
     action = getattr(args, "notes_action", None) or "list"
-    try:
-        if action == "list":
-            return _list(store, getattr(args, "path", None))
-        if action == "search":
-            return _search(store, args, cfg.memory.max_search_hits)
-        if action == "show":
-            sys.stdout.write(store.read(args.path)[1])
-            return 0
-        if action == "edit":
-            return _edit(store, args.path)
-        if action == "rm":
-            result = store.delete(args.path)
-            print(f"deleted {result.path}"
-                  + (f" ({result.notes_removed} notes)" if result.was_folder else ""))
-            return 0
-    except NoteError as exc:
-        print(f"acp-memory notes: {exc}", file=sys.stderr)
-        return 1
-    print(f"acp-memory notes: unknown action {action!r}", file=sys.stderr)
-    return 2
+    with MemoryStore.from_config(cfg, paths) as store:
+        try:
+            if action == "list":
+                return _list(store, getattr(args, "path", None))
+            if action == "search":
+                return _search(store, args, cfg.memory.max_search_hits)
+            if action == "show":
+                sys.stdout.write(store.read(args.path)[1])
+                return 0
+            if action == "edit":
+                return _edit(store, args.path)
+            if action == "rm":
+                return _rm(store, args)
+        except (NoteError, MemoryPathError) as exc:
+            return _fail(str(exc))
+        except OSError as exc:
+            from acp_memory.cli import describe_os_error
+
+            return _fail(describe_os_error(f"cannot {action}", exc))
+    return _fail(f"unknown action {action!r}", 2)
+
+
+def _fail(line: str, code: int = 1) -> int:
+    print(f"acp-memory notes: {line}", file=sys.stderr)
+    return code
 
 
 def _list(store: MemoryStore, path: str | None) -> int:
+    from acp_memory.memory.store import NoteError
     from acp_memory.memory.tools import format_listing
 
     targets = [path] if path else [f"{s}:" for s in store.roots.scopes()]
     for i, target in enumerate(targets):
         loc, entries = store.list_dir(target)
+        # A root that does not exist yet is empty; any other missing folder is a wrong path.
+        if not loc.is_root and not loc.path.is_dir():
+            raise NoteError(f"no such folder {loc.display}")
         print(("\n" if i else "") + format_listing(loc.display, entries))
     return 0
 
 
 def _search(store: MemoryStore, args: argparse.Namespace, default_limit: int) -> int:
-    from acp_memory.memory.tools import format_hits
-
     limit = args.limit if args.limit is not None else default_limit
     if args.query != "-":
-        hits = store.search(args.query, args.scope, limit)
-        if args.json:
-            print(json.dumps([h.as_json() for h in hits], ensure_ascii=False))
-        else:
-            where = "global and project" if args.scope == "both" else args.scope
-            print(format_hits(args.query, hits, where))
+        _print_hits(store, args, args.query, store.search(args.query, args.scope, limit))
         return 0
-    # Batch mode for scripts and evaluations: one JSON array per input line, in order.
+    # Batch mode, for scripts and evaluations: each line of stdin is a query, answered in
+    # order as soon as it is read (a blank line gets an empty answer).
     for line in sys.stdin:
         query = line.rstrip("\n")
         hits = store.search(query, args.scope, limit) if query.strip() else []
-        print(json.dumps([h.as_json() for h in hits], ensure_ascii=False), flush=True)
+        _print_hits(store, args, query, hits)
     return 0
+
+
+def _print_hits(store: MemoryStore, args: argparse.Namespace, query: str, hits: list[Hit]) -> None:
+    from acp_memory.memory.tools import format_hits
+
+    if args.json:
+        print(json.dumps([h.as_json() for h in hits], ensure_ascii=False), flush=True)
+    else:
+        where = " and ".join(store.roots.scopes()) if args.scope == "both" else args.scope
+        print(format_hits(query, hits, where), flush=True)
 
 
 def _edit(store: MemoryStore, path: str) -> int:
@@ -103,25 +170,68 @@ def _edit(store: MemoryStore, path: str) -> int:
         if loc.path.exists():
             raise
         original = ""  # a new note
-    # The editor works on a copy outside the roots; the result goes through store.write,
-    # so redaction, the size limit, the lock and the atomic rename all apply.
-    fd, tmp = tempfile.mkstemp(prefix="acp-memory-", suffix=loc.path.suffix or ".md")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(original)
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    if subprocess.call([*shlex.split(editor), tmp]) != 0:
-        print(f"acp-memory notes: the editor failed; your text is kept in {tmp}", file=sys.stderr)
-        return 1
-    edited = Path(tmp).read_text(encoding="utf-8")
-    if edited == original:
-        os.unlink(tmp)
-        print(f"{loc.display}: no changes")
-        return 0
     try:
-        result = store.write(path, edited, if_unchanged=original)
-    except NoteError as exc:
-        print(f"acp-memory notes: {exc}\nyour text is kept in {tmp}", file=sys.stderr)
-        return 1
-    os.unlink(tmp)
-    print(format_save(result))
+        command = shlex.split(editor)
+    except ValueError as exc:
+        return _fail(f"cannot run the editor {editor!r}: {exc}")
+    if not command:
+        return _fail("the editor command ($VISUAL or $EDITOR) is empty")
+    # The editor works on a copy in the temporary folder; the result goes through
+    # store.write, so redaction, the size limit, the lock and the atomic rename all apply.
+    fd, tmp = tempfile.mkstemp(prefix="acp-memory-", suffix=loc.path.suffix or ".md")
+    keep = False  # the copy stays only when it holds text the user would otherwise lose
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(original)
+        try:
+            status = subprocess.call([*command, tmp])
+        except OSError as exc:
+            return _fail(f"cannot run the editor {editor!r} ($VISUAL or $EDITOR): "
+                         f"{exc.strerror or exc}")
+        edited = Path(tmp).read_text(encoding="utf-8")
+        if status != 0:
+            keep = edited != original
+            kept = f"; your text is kept in {tmp}" if keep else ""
+            return _fail(f"the editor {editor!r} exited with status {status}{kept}")
+        if edited == original:
+            print(f"{loc.display}: no changes")
+            return 0
+        try:
+            result = store.write(path, edited, if_unchanged=original)
+        except NoteError as exc:
+            keep = True
+            return _fail(f"{exc}; your text is kept in {tmp}")
+        print(format_save(result))
+        return 0
+    finally:
+        if not keep:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _rm(store: MemoryStore, args: argparse.Namespace) -> int:
+    from acp_memory.memory.store import NoteError
+
+    plan = store.plan_delete(args.path)
+    if plan.was_folder:
+        if not args.recursive:
+            raise NoteError(f"{plan.path} is a folder; use rm -r to delete it and its "
+                            f"{_notes(plan.notes_removed)}")
+        if not args.yes:
+            if sys.stdin is None or not sys.stdin.isatty():
+                raise NoteError(f"{plan.path} is a folder with {_notes(plan.notes_removed)} and "
+                                "stdin is not a terminal to ask on; add -y to delete it")
+            print(f"delete {plan.path} and the {_notes(plan.notes_removed)} under it? [y/N] ",
+                  end="", file=sys.stderr, flush=True)
+            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+                print("nothing was deleted", file=sys.stderr)
+                return 1
+    result = store.delete(args.path, folders=plan.was_folder)
+    print(f"deleted {result.path}"
+          + (f" ({_notes(result.notes_removed)})" if result.was_folder else ""))
     return 0
+
+
+def _notes(count: int) -> str:
+    return f"{count} note" if count == 1 else f"{count} notes"

@@ -3,6 +3,10 @@
 The files are the source of truth. Each search first brings the index up to date: a full walk
 comparing (mtime, size, inode) per note the first time, then only the files that inotify reported.
 Without inotify (not Linux) every search walks the tree, which is slower but just as correct.
+When the cache folder cannot be written (a read-only home), the index lives in memory instead.
+
+An open index holds a SQLite connection and an inotify descriptor with a watch per folder of
+its root: `SearchIndexes` keeps only the most recently used ones open and closes the rest.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import logging
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 from acp_memory.memory.analyze import Query, analyze, document_terms, tokens
 from acp_memory.memory.roots import is_note_name
@@ -25,6 +31,7 @@ from acp_memory.paths import resolves_inside
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 4
+DEFAULT_MAX_ROOTS = 16  # memory.index_max_roots
 # FTS5's IDF is clamped to ~0 for a word in half the notes or more, which flattens every score
 # in a small collection; empty padding rows keep IDF positive and matter little in large ones.
 _PADDING_ROWS = 16
@@ -74,9 +81,12 @@ TIERS = 3  # an exact identifier, every query word, any query word
 
 
 class RootIndex:
-    """The FTS5 index of one root; thread-safe, and safe to share between processes."""
+    """The FTS5 index of one root; thread-safe, and safe to share between processes.
 
-    def __init__(self, root: Path, db_path: Path) -> None:
+    With no db_path the index is kept in memory, for this process only.
+    """
+
+    def __init__(self, root: Path, db_path: Path | None) -> None:
         self.root = root
         self.db_path = db_path
         self._lock = threading.Lock()
@@ -85,21 +95,32 @@ class RootIndex:
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
+        if self.db_path is None:
+            return self._connect(":memory:")
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            return self._connect()
+            return self._connect(self.db_path)
+        except sqlite3.OperationalError:
+            raise  # cannot open or write it (read-only, locked): not a damaged file
         except sqlite3.DatabaseError:
             # A cache that cannot be read is rebuilt, never repaired.
             log.warning("search index %s is unreadable; rebuilding it", self.db_path)
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{self.db_path}{suffix}")
-            return self._connect()
+            return self._connect(self.db_path)
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(
-            self.db_path, timeout=30, isolation_level=None, check_same_thread=False
-        )
+    def _connect(self, where: Path | str) -> sqlite3.Connection:
+        db = sqlite3.connect(where, timeout=30, isolation_level=None, check_same_thread=False)
+        try:
+            self._prepare(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @staticmethod
+    def _prepare(db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("BEGIN IMMEDIATE")
@@ -119,7 +140,6 @@ class RootIndex:
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        return db
 
     def close(self) -> None:
         with self._lock:
@@ -285,15 +305,137 @@ class RootIndex:
         return sorted(found.values(), key=lambda c: (c.tier, -c.score, c.rel))[:limit]
 
 
-_REGISTRY: dict[tuple[Path, Path], RootIndex] = {}
-_REGISTRY_LOCK = threading.Lock()
+@dataclass
+class _Open:
+    index: RootIndex
+    users: int = 0
+    retired: bool = False  # evicted or closed: closed as soon as no search uses it
 
 
-def index_for(root: Path, cache_dir: Path) -> RootIndex:
-    """The process-wide index of a root (one watcher and one connection per root and cache)."""
-    key = (root.absolute(), cache_dir.absolute())
-    with _REGISTRY_LOCK:
-        index = _REGISTRY.get(key)
-        if index is None:
-            index = _REGISTRY[key] = RootIndex(root, db_path_for(root, cache_dir))
-        return index
+class SearchIndexes:
+    """The search indexes of one cache folder, at most `max_roots` of them open at a time.
+
+    Opening a root's index past the limit closes the least recently used one (its SQLite
+    connection and its inotify descriptor); an index a search is using is closed when that
+    search ends. Reopening one later costs a walk comparing stat results, not a rebuild.
+    Thread-safe; share one between stores of the same cache folder, and `close()` it at
+    shutdown (a later search opens what it needs again).
+    """
+
+    def __init__(self, cache_dir: Path, max_roots: int = DEFAULT_MAX_ROOTS) -> None:
+        if max_roots < 1:
+            raise ValueError("max_roots must be at least 1")
+        self.cache_dir = cache_dir
+        self.max_roots = max_roots
+        self._lock = threading.Lock()
+        self._open: OrderedDict[Path, _Open] = OrderedDict()
+        self._in_memory = False  # the cache folder proved unusable: said once, then in memory
+
+    def open_roots(self) -> list[Path]:
+        """The roots whose index is open, least recently used first."""
+        with self._lock:
+            return list(self._open)
+
+    def candidates(self, root: Path, query: Query, limit: int) -> list[Candidate]:
+        """Bring the index of root up to date with its files, then query it."""
+        with self._lease(root) as index:
+            try:
+                index.refresh()
+            except sqlite3.OperationalError as exc:
+                if index.db_path is None:
+                    raise
+                # The cache folder stopped taking writes (remounted read-only, disk full).
+                self._use_memory(exc)
+                self._retire(root, index)
+                return self.candidates(root, query, limit)
+            return index.candidates(query, limit)
+
+    def close(self) -> None:
+        """Close every index; one in use closes when its search ends."""
+        with self._lock:
+            victims = [self._retire_locked(entry) for entry in self._open.values()]
+            self._open.clear()
+        _close_all(victims)
+
+    def __enter__(self) -> SearchIndexes:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- leases ---------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _lease(self, root: Path) -> Iterator[RootIndex]:
+        key = root.absolute()
+        with self._lock:
+            entry = self._open.get(key)
+            if entry is None:
+                entry = self._open[key] = _Open(self._new_index(key))
+            self._open.move_to_end(key)
+            entry.users += 1
+            victims = self._evict_locked()
+        _close_all(victims)  # a checkpoint and close take milliseconds: not under the lock
+        try:
+            yield entry.index
+        finally:
+            with self._lock:
+                entry.users -= 1
+                victims = [entry.index] if entry.retired and entry.users == 0 else []
+                victims += self._evict_locked()
+            _close_all(victims)
+
+    def _new_index(self, root: Path) -> RootIndex:
+        if not self._in_memory:
+            try:
+                return RootIndex(root, db_path_for(root, self.cache_dir))
+            except (OSError, sqlite3.OperationalError) as exc:
+                self._use_memory(exc)
+        return RootIndex(root, None)
+
+    def _use_memory(self, exc: Exception) -> None:
+        if not self._in_memory:
+            self._in_memory = True
+            log.warning(
+                "search index: cannot write %s (%s); this process keeps its search index in "
+                "memory and builds it again on its first search of each folder",
+                self.cache_dir / "search", getattr(exc, "strerror", None) or exc,
+            )
+
+    def _retire(self, root: Path, index: RootIndex) -> None:
+        key = root.absolute()
+        with self._lock:
+            entry = self._open.get(key)
+            if entry is not None and entry.index is index:
+                del self._open[key]
+                self._retire_locked(entry)
+
+    def _evict_locked(self) -> list[RootIndex | None]:
+        # Least recently used first, never the most recent. One in use stays open, over the
+        # limit, until its search ends: the limit holds again once searches finish.
+        victims: list[RootIndex | None] = []
+        for key in list(self._open)[:-1]:
+            if len(self._open) <= self.max_roots:
+                break
+            entry = self._open[key]
+            if entry.users == 0:
+                del self._open[key]
+                victims.append(self._retire_locked(entry))
+        return victims
+
+    @staticmethod
+    def _retire_locked(entry: _Open) -> RootIndex | None:
+        """Mark an entry retired; the index to close now, or None while a search uses it."""
+        entry.retired = True
+        return entry.index if entry.users == 0 else None
+
+
+def _close_all(indexes: list[RootIndex | None]) -> None:
+    for index in indexes:
+        if index is not None:
+            index.close()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acp_memory.memory.analyze import parse_query
-from acp_memory.memory.index import TIERS, Candidate, index_for
+from acp_memory.memory.index import TIERS, Candidate, SearchIndexes
 from acp_memory.memory.roots import Roots
 
 SNIPPET_CHARS = 1200
@@ -26,7 +26,7 @@ class Hit:
 
 
 def search_notes(
-    roots: Roots, cache_dir: Path, query: str, scopes: tuple[str, ...], limit: int
+    roots: Roots, indexes: SearchIndexes, query: str, scopes: tuple[str, ...], limit: int
 ) -> list[Hit]:
     """At most `limit` notes of the given scopes, best first; exact identifier matches lead."""
     parsed = parse_query(query)
@@ -36,9 +36,7 @@ def search_notes(
     found: list[tuple[str, Path, Candidate]] = []
     for scope in scopes:
         root = roots.root_of(scope)
-        index = index_for(root, cache_dir)
-        index.refresh()
-        found.extend((scope, root, c) for c in index.candidates(parsed, limit))
+        found.extend((scope, root, c) for c in indexes.candidates(root, parsed, limit))
     found.sort(key=lambda x: (x[2].tier, -x[2].score, x[0], x[2].rel))
     # Higher tiers rank first; lifting their scores keeps the shown order monotonic.
     lift = max((c.score for _, _, c in found), default=0.0)

@@ -2,6 +2,9 @@
 
 Every write is redacted, bounded, atomic (temp file, fsync, rename) and done under an exclusive
 flock on the root's lock file, which holds across threads and processes alike.
+
+A store owns the search indexes it opens unless it is given a shared `SearchIndexes`; `close()`
+(or `with`) releases what it owns.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 from acp_memory.atomic import write_atomic
 from acp_memory.config import Config, Paths
+from acp_memory.memory.index import DEFAULT_MAX_ROOTS, SearchIndexes
 from acp_memory.memory.naming import name_from_title
 from acp_memory.memory.redact import Redaction, redact
 from acp_memory.memory.roots import (
@@ -65,16 +70,48 @@ class MemoryStore:
         cache_dir: Path,
         max_note_bytes: int = 16 * 1024,
         lock_timeout: float = 10.0,
+        *,
+        indexes: SearchIndexes | None = None,
+        max_index_roots: int = DEFAULT_MAX_ROOTS,
     ) -> None:
         self.roots = roots
         self.cache_dir = cache_dir
         self.max_note_bytes = max_note_bytes
         self.lock_timeout = lock_timeout  # seconds a write waits for another process's lock
+        self._owns_indexes = indexes is None
+        self.indexes = indexes if indexes is not None else SearchIndexes(cache_dir, max_index_roots)
 
     @classmethod
-    def from_config(cls, cfg: Config, paths: Paths, cwd: Path | None = None) -> MemoryStore:
-        """The store for a session: roots from config and cwd, the index under paths.cache_dir."""
-        return cls(Roots.from_config(cfg, paths, cwd), paths.cache_dir, cfg.memory.max_note_bytes)
+    def from_config(
+        cls,
+        cfg: Config,
+        paths: Paths,
+        cwd: Path | None = None,
+        indexes: SearchIndexes | None = None,
+    ) -> MemoryStore:
+        """The store for a session: roots from config and cwd, the index under paths.cache_dir.
+
+        Give every session's store the same `indexes` so that a root is indexed once per
+        process; without one the store opens its own, which `close()` releases.
+        """
+        return cls(Roots.from_config(cfg, paths, cwd), paths.cache_dir, cfg.memory.max_note_bytes,
+                   indexes=indexes, max_index_roots=cfg.memory.index_max_roots)
+
+    def close(self) -> None:
+        """Close the search indexes this store opened (shared ones belong to their owner)."""
+        if self._owns_indexes:
+            self.indexes.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -116,7 +153,7 @@ class MemoryStore:
             raise NoteError(f"unknown scope {scope!r}; use global, project or both")
         if not query.strip():
             raise NoteError("the query is empty; give a few words or an identifier")
-        return search_notes(self.roots, self.cache_dir, query, scopes, max(1, limit))
+        return search_notes(self.roots, self.indexes, query, scopes, max(1, limit))
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -127,7 +164,7 @@ class MemoryStore:
             return loc, False
         if loc.parts[-1].lower().endswith(NOTE_SUFFIXES):
             raise NoteError(f"{loc.display} ends like a note; folder names cannot end .md/.txt")
-        with self._locked(loc):
+        with self._locked(loc, "create the folder"):
             self._ensure_inside(loc)
             if loc.path.is_dir():
                 return loc, False
@@ -140,6 +177,8 @@ class MemoryStore:
         self, title: str, body: str, scope: str, relative_path: str | None = None
     ) -> SaveResult:
         """Save a note named from its title into relative_path (a folder, or itself a note path)."""
+        self._check_size(body, "the note body")
+        self._check_size(title, "the title")
         title_red = redact(title.strip())
         if not title_red.text:
             raise NoteError("the title is empty; give the note a short descriptive title")
@@ -167,20 +206,17 @@ class MemoryStore:
         refused when someone else changed the note in the meantime.
         """
         loc = self.note_location(path)
+        # Refused before redaction, which runs on a worker thread a cancel cannot stop: its
+        # time is bounded by the limit, not by what a caller sends.
+        self._check_size(content, "the note body")
         red = redact(content)
         if extra is not None:
             red.removed.update(extra.removed)
-        data = red.text.encode("utf-8")
         if not red.text.strip():
             raise NoteError("the note body is empty; to remove a note, delete it")
-        if len(data) > self.max_note_bytes:
-            after = " after redaction" if red.count else ""
-            raise NoteError(
-                f"the note body is {len(data)} bytes of UTF-8{after}, over the limit of "
-                f"{self.max_note_bytes} bytes; nothing was written. Split it into smaller notes "
-                f"or shorten it."
-            )
-        with self._locked(loc):
+        # Redaction can lengthen a note ("pw: x" becomes "pw: [REDACTED:password]").
+        data = self._check_size(red.text, "the note body", " after redaction" if red.count else "")
+        with self._locked(loc, "save"):
             self._ensure_inside(loc)
             if loc.path.is_dir():
                 raise NoteError(f"{loc.display} is a folder; choose a note path ending in .md")
@@ -201,26 +237,51 @@ class MemoryStore:
             write_atomic(loc.path, data)
         return SaveResult(loc.display, previous is not None, len(data), previous, red)
 
-    def delete(self, path: str) -> DeleteResult:
-        """Delete a note, or a folder with everything under it; never a root."""
-        loc = self.locate(path)
-        if loc.is_root:
-            raise NoteError(f"{loc.scope}: is a root and is never deleted; delete what is inside")
-        with self._locked(loc):
+    def plan_delete(self, path: str) -> DeleteResult:
+        """What delete(path) would remove, without removing anything."""
+        loc = self._deletable(path)
+        if loc.path.is_dir() and not loc.path.is_symlink():
+            return DeleteResult(loc.display + "/", True, sum(1 for _ in _notes_under(loc.path)))
+        _check_note_target(loc)
+        return DeleteResult(loc.display, False, 1)
+
+    def delete(self, path: str, *, folders: bool = True) -> DeleteResult:
+        """Delete a note, or (unless folders is False) a folder with everything under it.
+
+        A root is never deleted.
+        """
+        loc = self._deletable(path)
+        with self._locked(loc, "delete"):
             self._ensure_inside(loc)
             target = loc.path
             if target.is_dir() and not target.is_symlink():
+                if not folders:
+                    raise NoteError(f"{loc.display}/ is a folder; nothing was deleted")
                 count = sum(1 for _ in _notes_under(target))
                 shutil.rmtree(target)
                 return DeleteResult(loc.display + "/", True, count)
-            if not target.exists() and not target.is_symlink():
-                raise NoteError(f"no note or folder at {loc.display}; nothing was deleted")
-            if not is_note_name(target.name):
-                raise NoteError(f"{loc.display} is not a note; only .md and .txt files are notes")
+            _check_note_target(loc)
             target.unlink()
             return DeleteResult(loc.display, False, 1)
 
+    def _deletable(self, path: str) -> Location:
+        loc = self.locate(path)
+        if loc.is_root:
+            raise NoteError(f"{loc.scope}: is a root and is never deleted; delete what is inside")
+        return loc
+
     # -- helpers -------------------------------------------------------------------------------
+
+    def _check_size(self, text: str, what: str, after: str = "") -> bytes:
+        """text as UTF-8, or NoteError when that is over the note size limit."""
+        data = text.encode("utf-8")
+        if len(data) > self.max_note_bytes:
+            raise NoteError(
+                f"{what} is {len(data)} bytes of UTF-8{after}, over the limit of "
+                f"{self.max_note_bytes} bytes; nothing was written. Split it into smaller notes "
+                f"or shorten it."
+            )
+        return data
 
     def note_location(self, path: str) -> Location:
         """The checked location of a note path (refused unless it ends in .md or .txt)."""
@@ -240,12 +301,19 @@ class MemoryStore:
             raise NoteError(str(exc)) from None
 
     @contextlib.contextmanager
-    def _locked(self, loc: Location) -> Iterator[None]:
-        loc.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(loc.root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    def _locked(self, loc: Location, doing: str) -> Iterator[None]:
+        """Hold the root's lock; a file system error (a read-only folder, say) on the way
+        or inside becomes a NoteError naming the note and the file."""
+        try:
+            loc.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(loc.root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise NoteError(f"cannot {doing} {loc.display}: {_describe(exc)}") from None
         try:
             _acquire(fd, loc.scope, self.lock_timeout)
             yield
+        except OSError as exc:
+            raise NoteError(f"cannot {doing} {loc.display}: {_describe(exc)}") from None
         finally:
             os.close(fd)  # closing releases the lock
 
@@ -265,6 +333,20 @@ def _acquire(fd: int, scope: str, timeout: float) -> None:
                     "try again"
                 ) from None
             time.sleep(0.005)
+
+
+def _check_note_target(loc: Location) -> None:
+    target = loc.path
+    if not target.exists() and not target.is_symlink():
+        raise NoteError(f"no note or folder at {loc.display}; nothing was deleted")
+    if not is_note_name(target.name):
+        raise NoteError(f"{loc.display} is not a note; only .md and .txt files are notes")
+
+
+def _describe(exc: OSError) -> str:
+    """`file: reason`, the file as the system named it."""
+    reason = exc.strerror or str(exc)
+    return f"{os.fsdecode(exc.filename)}: {reason}" if exc.filename is not None else reason
 
 
 def _notes_under(folder: Path) -> Iterator[Path]:

@@ -40,12 +40,16 @@ def _when(mtime: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(mtime))
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def format_listing(display: str, entries: list[Entry]) -> str:
     """One line per folder or note, with size and modification time."""
     head = display if display.endswith((":", "/")) else display + "/"
     if not entries:
         return f"{head} is empty (no notes or folders)."
-    lines = [f"{head} ({len(entries)} entries)"]
+    lines = [f"{head} ({_count(len(entries), 'entry', 'entries')})"]
     for e in entries:
         if e.is_dir:
             lines.append(f"  folder  {e.loc.display}/  modified {_when(e.mtime)}")
@@ -58,7 +62,8 @@ def format_hits(query: str, hits: list[Hit], where: str) -> str:
     """Hits with path, score and snippet, or one clear line when nothing matched."""
     if not hits:
         return f"no matching notes for {query!r} in {where}."
-    parts = [f"{len(hits)} matching notes for {query!r} in {where} (best first):"]
+    parts = [f"{_count(len(hits), 'matching note', 'matching notes')} for {query!r} in {where} "
+             "(best first):"]
     for i, hit in enumerate(hits, 1):
         parts.append(f"\n[{i}] {hit.path} (score {hit.score})\n{hit.snippet}")
     return "\n".join(parts)
@@ -149,7 +154,8 @@ def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
     def delete(args: Mapping[str, Any]) -> str:
         result = store.delete(_arg(args, "path") or "")
         if result.was_folder:
-            return f"deleted folder {result.path} and the {result.notes_removed} notes under it."
+            removed = _count(result.notes_removed, "note", "notes")
+            return f"deleted folder {result.path} and the {removed} under it."
         return f"deleted note {result.path}."
 
     return [

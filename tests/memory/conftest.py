@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,11 +17,21 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def private_tempdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The temporary folder for code under test (`notes edit`'s copy): inside tmp_path."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
 @pytest.fixture
 def roots(tmp_path: Path) -> Roots:
     return Roots(tmp_path / "home" / "memory", tmp_path / "work" / "memory")
 
 
 @pytest.fixture
-def store(roots: Roots, tmp_path: Path) -> MemoryStore:
-    return MemoryStore(roots, tmp_path / "home" / "cache", max_note_bytes=16 * 1024)
+def store(roots: Roots, tmp_path: Path) -> Iterator[MemoryStore]:
+    with MemoryStore(roots, tmp_path / "home" / "cache", max_note_bytes=16 * 1024) as store:
+        yield store

@@ -4,22 +4,37 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from acp_memory.cli import main
+from acp_memory.cli import build_parser, main
+
+Run = Callable[..., tuple[int, str, str]]
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Terminal(io.StringIO):
+    """Stdin as a person at a terminal would give it."""
+
+    def isatty(self) -> bool:
+        return True
 
 
 @pytest.fixture
-def run(tmp_path: Path, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
-    def runner(*argv: str, stdin: str = "") -> tuple[int, str, str]:
+def run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Run:
+    (tmp_path / "w").mkdir(exist_ok=True)
+
+    def runner(*argv: str, stdin: str | io.StringIO = "") -> tuple[int, str, str]:
         old = sys.stdin
-        sys.stdin = io.StringIO(stdin)
+        sys.stdin = io.StringIO(stdin) if isinstance(stdin, str) else stdin
         try:
             code = main(["notes", *argv, "--home", str(tmp_path / "h"), "--cwd",
-                         str(tmp_path / "w")])
+                         str(tmp_path / "w"), "--log-level", "warning"])
         finally:
             sys.stdin = old
         out, err = capsys.readouterr()
@@ -36,7 +51,13 @@ def seed(tmp_path: Path) -> None:
     (tmp_path / "w" / "memory" / "cats.md").write_text("Кошки спят днём.")
 
 
-def test_list_shows_both_roots_and_one_folder(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str) -> None:
+    script = tmp_path / "editor.py"
+    script.write_text(code)
+    monkeypatch.setenv("VISUAL", f"{sys.executable} {script}")
+
+
+def test_list_shows_both_roots_and_one_folder(run: Run, tmp_path: Path) -> None:
     seed(tmp_path)
     code, out, _ = run("list")
     assert code == 0 and "global:infra/" in out and "project:cats.md" in out
@@ -44,77 +65,207 @@ def test_list_shows_both_roots_and_one_folder(run, tmp_path: Path) -> None:  # t
     assert "global:infra/deploy.md" in out
 
 
-def test_search_json_and_batch_mode(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_counts_are_singular_for_one(run: Run, tmp_path: Path) -> None:
     seed(tmp_path)
+    code, out, _ = run("list", "global:infra")
+    assert code == 0 and out.startswith("global:infra/ (1 entry)\n")
+    code, out, _ = run("search", "deploy", "--scope", "global")
+    assert out.startswith("1 matching note for 'deploy' in global (best first):")
+    assert run("rm", "-r", "-y", "global:infra")[1] == "deleted global:infra/ (1 note)\n"
+
+
+def test_listing_a_folder_that_does_not_exist_says_so(run: Run, tmp_path: Path) -> None:
+    code, out, err = run("list", "project:nope")
+    assert (code, out) == (1, "")
+    assert err == "acp-memory notes: no such folder project:nope\n"
+    code, out, _ = run("list", "project:")  # a root not created yet is just empty
+    assert code == 0 and "project: is empty" in out
+
+
+def test_search_prints_text_and_json_on_request(run: Run, tmp_path: Path) -> None:
+    seed(tmp_path)
+    code, out, _ = run("search", "rotating keys")
+    assert code == 0 and out.startswith("1 matching note for 'rotating keys' in global and "
+                                        "project (best first):\n\n[1] global:infra/deploy.md")
     code, out, _ = run("search", "rotating keys", "--json")
     (hit,) = json.loads(out)
     assert code == 0 and hit["path"] == "global:infra/deploy.md"
     assert set(hit) == {"path", "score", "snippet"}
+
+
+def test_search_dash_answers_each_line_of_stdin_in_turn(run: Run, tmp_path: Path) -> None:
+    seed(tmp_path)
     code, out, _ = run("search", "-", "--scope", "project", "--limit", "1",
+                       stdin="кошка\nnothing at all\n")
+    assert code == 0
+    assert out == ("1 matching note for 'кошка' in project (best first):\n\n"
+                   "[1] project:cats.md (score " + out.split("(score ", 1)[1].split(")")[0]
+                   + ")\nКошки спят днём.\n"
+                   "no matching notes for 'nothing at all' in project.\n")
+    code, out, _ = run("search", "-", "--scope", "project", "--limit", "1", "--json",
                        stdin="кошка\nnothing at all\n")
     lines = out.splitlines()
     assert [len(json.loads(line)) for line in lines] == [1, 0]
     assert json.loads(lines[0])[0]["path"] == "project:cats.md"
 
 
-def test_show_and_rm_follow_the_same_rules(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_show_and_rm_follow_the_same_rules(run: Run, tmp_path: Path) -> None:
     seed(tmp_path)
     assert run("show", "global:infra/deploy.md")[1] == "Rotate the deploy keys monthly."
     code, _, err = run("show", "global:../../etc/passwd")
     assert code == 1 and "'..'" in err
     code, _, err = run("rm", "global:")
     assert code == 1 and "never deleted" in err
-    code, out, _ = run("rm", "global:infra")
-    assert code == 0 and "deleted global:infra/" in out
-    assert not (tmp_path / "h" / "memory" / "infra").exists()
+    assert run("rm", "global:infra/deploy.md") == (0, "deleted global:infra/deploy.md\n", "")
+
+
+def test_rm_of_a_folder_needs_r_and_a_yes(run: Run, tmp_path: Path) -> None:
+    seed(tmp_path)
+    folder = tmp_path / "h" / "memory" / "infra"
+    assert run("rm", "global:infra") == (
+        1, "", "acp-memory notes: global:infra/ is a folder; use rm -r to delete it and its "
+               "1 note\n")
+    code, out, err = run("rm", "-r", "global:infra")  # stdin is not a terminal: no one to ask
+    assert (code, out) == (1, "") and "add -y" in err and len(err.splitlines()) == 1
+    code, _, err = run("rm", "-r", "global:infra", stdin=Terminal("n\n"))
+    assert code == 1 and err.endswith("[y/N] nothing was deleted\n")
+    assert folder.is_dir()
+    code, out, err = run("rm", "-r", "global:infra", stdin=Terminal("y\n"))
+    assert (code, out) == (0, "deleted global:infra/ (1 note)\n")
+    assert err == "delete global:infra/ and the 1 note under it? [y/N] "
+    assert not folder.exists()
 
 
 def test_edit_goes_through_redaction_and_the_size_limit(
-    run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, private_tempdir: Path
 ) -> None:
     seed(tmp_path)
-    script = tmp_path / "fake-editor.py"
-    script.write_text(
-        "import sys; p = sys.argv[1]; t = open(p).read()\n"
-        "open(p, 'w').write(t + '\\npassword: hunter22\\n')\n"
-    )
-    monkeypatch.setenv("VISUAL", f"{sys.executable} {script}")
+    editor(tmp_path, monkeypatch, "import sys; p = sys.argv[1]; t = open(p).read()\n"
+                                  "open(p, 'w').write(t + '\\npassword: hunter22\\n')\n")
     code, out, _ = run("edit", "global:infra/deploy.md")
     assert code == 0 and out.startswith("updated global:infra/deploy.md")
     text = (tmp_path / "h" / "memory" / "infra" / "deploy.md").read_text()
     assert "hunter22" not in text and "[REDACTED:password]" in text
-    big = tmp_path / "big-editor.py"
-    big.write_text("import sys; open(sys.argv[1], 'w').write('x' * 20000)\n")
-    monkeypatch.setenv("VISUAL", f"{sys.executable} {big}")
+    assert list(private_tempdir.iterdir()) == []  # the copy went with the save
+    editor(tmp_path, monkeypatch, "import sys; open(sys.argv[1], 'w').write('x' * 20000)\n")
     code, _, err = run("edit", "global:infra/deploy.md")
-    assert code == 1 and "over the limit" in err and "kept in" in err
+    (kept,) = private_tempdir.iterdir()
+    assert code == 1 and "over the limit" in err and f"kept in {kept}" in err
+    assert len(err.splitlines()) == 1 and kept.read_text() == "x" * 20000
     assert (tmp_path / "h" / "memory" / "infra" / "deploy.md").read_text() == text
 
 
 def test_edit_never_overwrites_a_change_made_while_the_editor_was_open(
-    run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seed(tmp_path)
     note = tmp_path / "h" / "memory" / "infra" / "deploy.md"
-    script = tmp_path / "racing-editor.py"
-    script.write_text(
-        "import sys\n"
-        f"open({str(note)!r}, 'w').write('saved by the memory agent meanwhile')\n"
-        "open(sys.argv[1], 'w').write('my edit')\n"
-    )
-    monkeypatch.setenv("VISUAL", f"{sys.executable} {script}")
+    editor(tmp_path, monkeypatch, f"import sys\nopen({str(note)!r}, 'w').write('meanwhile')\n"
+                                  "open(sys.argv[1], 'w').write('my edit')\n")
     code, _, err = run("edit", "global:infra/deploy.md")
     assert code == 1 and "changed by someone else" in err and "kept in" in err
-    assert note.read_text() == "saved by the memory agent meanwhile"
+    assert note.read_text() == "meanwhile"
 
 
 def test_edit_refuses_a_bad_path_before_starting_the_editor(
-    run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     marker = tmp_path / "editor-ran"
-    script = tmp_path / "editor.py"
-    script.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
-    monkeypatch.setenv("VISUAL", f"{sys.executable} {script}")
+    editor(tmp_path, monkeypatch, f"open({str(marker)!r}, 'w').write('x')\n")
     code, _, err = run("edit", "global:notes.json")
     assert code == 1 and "not a note path" in err
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("command", ["nonexistent-editor-4e1f", "nonexistent-editor-4e1f --wait"])
+def test_an_editor_that_cannot_run_is_one_line_and_leaves_no_copy(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, private_tempdir: Path,
+    command: str,
+) -> None:
+    seed(tmp_path)
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", command)
+    code, out, err = run("edit", "global:infra/deploy.md")
+    assert (code, out) == (1, "")
+    assert err == (f"acp-memory notes: cannot run the editor {command!r} ($VISUAL or $EDITOR): "
+                   f"{os.strerror(2)}\n")
+    assert list(private_tempdir.iterdir()) == []
+
+
+def test_an_editor_that_fails_keeps_only_text_that_changed(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, private_tempdir: Path
+) -> None:
+    seed(tmp_path)
+    editor(tmp_path, monkeypatch, "raise SystemExit(3)\n")
+    code, _, err = run("edit", "global:infra/deploy.md")
+    assert code == 1 and err.endswith("exited with status 3\n")
+    assert list(private_tempdir.iterdir()) == []
+    editor(tmp_path, monkeypatch, "import sys; open(sys.argv[1], 'w').write('typed')\n"
+                                  "raise SystemExit(3)\n")
+    code, _, err = run("edit", "global:infra/deploy.md")
+    (kept,) = private_tempdir.iterdir()
+    assert code == 1 and err.endswith(f"exited with status 3; your text is kept in {kept}\n")
+
+
+@pytest.mark.parametrize("why", ["read-only", "not a folder"])
+def test_a_home_whose_cache_cannot_be_written_still_searches_and_says_so_once(
+    tmp_path: Path, why: str
+) -> None:
+    seed(tmp_path)
+    home = tmp_path / "h"
+    if why == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("permissions do not stop root")
+        home.chmod(0o555)
+    else:
+        (home / "cache").write_text("a file where the cache folder should be")
+    try:
+        # A real process: what the user sees on stderr is the logging set up by the CLI.
+        done = subprocess.run(
+            [sys.executable, "-m", "acp_memory", "notes", "search", "rotating keys",
+             "--home", str(home), "--cwd", str(tmp_path / "w")],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+    finally:
+        home.chmod(0o755)
+    assert done.returncode == 0 and "[1] global:infra/deploy.md" in done.stdout
+    (line,) = done.stderr.splitlines()
+    assert "search index: cannot write" in line and "in memory" in line
+
+
+@pytest.mark.parametrize("action", ["edit", "rm"])
+def test_a_failing_write_is_one_line_naming_the_note_and_the_file(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, action: str
+) -> None:
+    seed(tmp_path)
+    root = tmp_path / "h" / "memory"
+    # A read-only folder does not stop root, so the lock file is a folder instead: the write
+    # fails the same way, with an OSError naming the file.
+    (root / ".acp-memory.lock").mkdir()
+    editor(tmp_path, monkeypatch, "import sys; open(sys.argv[1], 'a').write(' and more')\n")
+    argv = ("edit", "global:infra/deploy.md") if action == "edit" else ("rm", "-r", "-y",
+                                                                        "global:infra")
+    code, out, err = run(*argv)
+    verb = "save global:infra/deploy.md" if action == "edit" else "delete global:infra"
+    assert (code, out) == (1, "")
+    assert err.startswith(f"acp-memory notes: cannot {verb}: {root / '.acp-memory.lock'}: ")
+    assert len(err.splitlines()) == 1
+    assert (root / "infra" / "deploy.md").read_text() == "Rotate the deploy keys monthly."
+
+
+@pytest.mark.parametrize(
+    ("action", "example"),
+    [("show", "global:prefs.md"), ("edit", "project:api/auth.md"), ("rm", "global:prefs.md")],
+)
+def test_each_notes_action_has_a_description_and_explains_scope_paths(
+    action: str, example: str
+) -> None:
+    parser = build_parser()
+    notes = parser._subparsers._group_actions[0].choices["notes"]  # type: ignore[union-attr]
+    actions = notes._subparsers._group_actions[0].choices
+    for name in ("list", "search", "show", "edit", "rm"):
+        assert actions[name].description, name
+    text = " ".join(actions[action].format_help().split())
+    assert "scope:path" in text and example in text
+    assert "global:prefs.md" in " ".join(notes.format_help().split())

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import random
+import re
+import signal
+import sys
+import time
+from array import array
+
 import pytest
 
-from acp_memory.memory.redact import redact
+from acp_memory.memory.redact import (
+    _FOR_WORDS,
+    _NAME_TAILS,
+    _PASSWORD_NAMES,
+    _SECRETISH_NAMES,
+    _TOKEN_NAMES,
+    _folded,
+    redact,
+)
 from acp_memory.memory.store import MemoryStore
 
 GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -94,3 +109,104 @@ def test_a_random_token_with_a_dot_is_not_mistaken_for_code() -> None:
     line = '  "access_token": "DKwpMeZ2oDuSksE_Q4K5K5cbl.IK3lUECZK3SRh5",'
     assert redact(line).text == '  "access_token": "[REDACTED:token]",'
     assert redact("token = self.config.access_token").text == "token = self.config.access_token"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # The spaces before a value already redacted are part of a (harmless) password value,
+        # so what follows on the line is not looked at again.
+        "password:  [REDACTED:password] and pass: hunter22",
+        "password: Bearer  [REDACTED:password] pass: hunter22",
+        "key = [REDACTED:secret]",
+    ],
+)
+def test_redacting_twice_changes_nothing(line: str) -> None:
+    assert redact(line).text == line
+
+
+def test_a_jwt_inside_a_longer_run_keeps_the_run_before_it() -> None:
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N"
+    assert redact(f"cookie=x-{jwt};").text == "cookie=x-[REDACTED:jwt];"
+    assert redact(f"AccountKey={'aB1' * 15}==;").text == "AccountKey=[REDACTED:azure_key];"
+
+
+def test_names_are_folded_to_lower_case_exactly_as_ignorecase_would() -> None:
+    # The names are matched in a lower-cased copy of the text; every character that re's
+    # IGNORECASE takes for a letter of a name must become that letter there.
+    letters = set("".join((*_PASSWORD_NAMES, *_TOKEN_NAMES, *_SECRETISH_NAMES, *_NAME_TAILS,
+                           *_FOR_WORDS)))
+    codec = f"utf-32-{sys.byteorder[0]}e"
+    every_char = array("I", range(sys.maxunicode + 1)).tobytes().decode(codec, "surrogatepass")
+    foldable = re.findall(f"[{''.join(sorted(letters))}]", every_char, re.IGNORECASE)
+    for ch in foldable:
+        for letter in letters:
+            if re.fullmatch(letter, ch, re.IGNORECASE):
+                assert _folded(ch) == letter, f"{ch!r} matches {letter!r}, folds to {_folded(ch)!r}"
+    # Lower case is one character for one, but for İ (folded first): positions in the
+    # lower-cased copy are positions in the text.
+    assert len(every_char.replace("\u0130", "").lower()) == len(every_char) - 1
+    assert len(_folded("\u0130")) == 1
+
+
+def _prose(size: int) -> str:
+    rng = random.Random(3)
+    words = ("the notes say we moved the nightly backup to friday because the old server was "
+             "slow and the team wanted a quieter window for the migration of customer reports "
+             "after lunch while everyone reviewed what changed in the release").split()
+    parts: list[str] = []
+    for _ in range(400):
+        sentence = " ".join(rng.choice(words) for _ in range(rng.randint(6, 18))).capitalize()
+        parts.append(sentence + (".\n\n" if rng.random() < 0.2 else ". "))
+    page = "".join(parts)
+    return (page * (size // len(page) + 1))[:size]
+
+
+# Shapes that made a pattern backtrack or rescan: identifier runs, runs of separators and
+# quotes, base64-ish and dotted runs, the start of each recognisable token, and values (after
+# a head) that are one long run of dotted code or of spaces.
+ADVERSARIAL: list[str | tuple[str, str]] = [
+    "key.", "aA1-", "a", "aA1", "=", ":", "'", '"', "`", " ", "A+/=", "a.b", "key=",
+    "password for ", "eyJ-", "eyJa.", "://a:", "-----BEGIN ", "1Q~", "AKIA", "?sig=", "ghp_",
+    ("password: x.", "a"), ("password: Bearer", " "),
+]
+
+
+class _TooSlow(Exception):
+    pass
+
+
+def test_redaction_stays_linear_on_adversarial_shapes() -> None:
+    size = 1 << 20
+    # CPU time of this process, not the wall clock: other work on the machine does not count.
+    clock = time.process_time
+    start = clock()
+    redact(_prose(size))
+    budget = 10 * (clock() - start)
+
+    def too_slow(signum: int, frame: object) -> None:
+        raise _TooSlow
+
+    # The budget is enforced by a CPU-time alarm rather than checked afterwards, so a
+    # super-linear pattern fails the test at once instead of running for hours (re checks for
+    # signals while it matches).
+    previous = signal.signal(signal.SIGPROF, too_slow)
+    slow: list[str] = []
+    try:
+        for shape in ADVERSARIAL:
+            head, unit = shape if isinstance(shape, tuple) else ("", shape)
+            text = (head + unit * (size // len(unit) + 1))[:size]
+            for _attempt in range(2):  # a second try forgives one unlucky pause
+                signal.setitimer(signal.ITIMER_PROF, budget)
+                try:
+                    redact(text)
+                    break
+                except _TooSlow:
+                    continue
+                finally:
+                    signal.setitimer(signal.ITIMER_PROF, 0)
+            else:
+                slow.append(repr(shape))
+    finally:
+        signal.signal(signal.SIGPROF, previous)
+    assert not slow, f"1 MB of these took over 10x the time of 1 MB of prose: {slow}"

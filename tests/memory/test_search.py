@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,6 +121,19 @@ def test_hand_edits_new_files_and_deletions_are_seen_by_the_next_search(
     assert paths(store, "walrus") == []
     (root / "sub").rename(root / "renamed")
     assert paths(store, "platypus") == ["global:renamed/moved.md"]
+
+
+def test_an_edit_by_another_process_is_seen_by_the_very_next_search(store: MemoryStore) -> None:
+    # The kernel queues the change notification as part of the other process's write, so the
+    # search that follows it finds it without waiting for anything.
+    store.save("note", "the original walrus", "global")
+    assert paths(store, "walrus") == ["global:note.md"]
+    note = store.roots.global_root / "note.md"
+    for word in ("narwhal", "dugong", "manatee"):
+        subprocess.run([sys.executable, "-c", f"open({str(note)!r}, 'w').write('a {word}')"],
+                       check=True, timeout=60)
+        assert paths(store, word) == ["global:note.md"]
+        assert paths(store, "walrus") == []
 
 
 def test_index_lives_in_the_cache_folder_not_in_the_roots(store: MemoryStore) -> None:

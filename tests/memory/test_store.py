@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from acp_memory.memory import store as store_module
 from acp_memory.memory.naming import MAX_NAME_CHARS, name_from_title
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import LOCK_NAME, MemoryStore, NoteError
@@ -180,3 +181,22 @@ def test_a_save_sweeps_the_temporary_file_a_killed_writer_left(tmp_path: Path) -
     MemoryStore(Roots(root), tmp_path / "cache").write("global:notes/todo.md", "whole")
     assert not leftover.exists() and other.exists()
     assert (root / "notes" / "todo.md").read_text() == "whole"
+
+
+@pytest.mark.parametrize("where", ["body", "title"])
+def test_oversize_input_is_refused_before_any_redaction(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    # Redaction runs on a thread that a cancelled tool call cannot stop: an oversize input
+    # must never reach it.
+    def no_redaction(text: str) -> object:
+        raise AssertionError(f"redact ran on {len(text)} characters")
+
+    monkeypatch.setattr(store_module, "redact", no_redaction)
+    huge = "password: hunter22 " * 60_000
+    title, body = (huge, "short") if where == "title" else ("short", huge)
+    with pytest.raises(NoteError, match=rf"{len(huge)} bytes.*limit of 16384"):
+        store.save(title, body, "global")
+    with pytest.raises(NoteError, match="limit of 16384"):
+        store.write("global:big.md", huge)
+    assert not store.roots.global_root.exists() or not any(store.roots.global_root.iterdir())

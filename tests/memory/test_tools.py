@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import jsonschema
@@ -31,7 +32,16 @@ def test_six_tools_with_valid_schemas_and_the_read_only_set(tools: dict[str, Too
     )
     for tool in tools.values():
         jsonschema.Draft202012Validator.check_schema(dict(tool.parameters))
-        assert tool.title({"path": "global:x.md", "query": "q", "title": "t"})
+    args = {"path": "global:x.md", "query": "rotation keys", "title": "Team prefs"}
+    assert {name: tool.title(args) for name, tool in tools.items()} == {
+        "memory_search": "Memory Search rotation keys",
+        "memory_list": "Memory List global:x.md",
+        "memory_read": "Memory Read global:x.md",
+        "memory_mkdir": "Memory Mkdir global:x.md",
+        "memory_save": "Memory Save Team prefs",
+        "memory_delete": "Memory Delete global:x.md",
+    }
+    assert tools["memory_list"].title({}) == "Memory List"
     assert {n for n, t in tools.items() if t.read_only} == {
         "memory_search", "memory_list", "memory_read"
     }
@@ -53,6 +63,10 @@ async def test_save_then_update_read_list_search_and_delete(tools: dict[str, Too
     )
     deleted = await call(tools, "memory_delete", path="global:team-prefs.md")
     assert deleted.text == "deleted note global:team-prefs.md."
+    await call(tools, "memory_save", title="one", body="1", scope="project",
+               relative_path="arch")
+    folder = await call(tools, "memory_delete", path="project:arch")
+    assert folder.text == "deleted folder project:arch/ and the 1 note under it."
 
 
 @pytest.mark.anyio
@@ -106,16 +120,25 @@ async def test_list_without_path_shows_both_roots_and_missing_folder_is_empty(
     assert not missing.is_error and "is empty" in missing.text
 
 
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every file (with its bytes) and folder under folder."""
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None
+            for p in sorted(folder.rglob("*"))}
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("relative_path", ["/etc", "/etc/abs.md", "../up", "a\\b"])
 async def test_save_refuses_an_escaping_relative_path_and_writes_nothing(
-    tools: dict[str, Tool], roots, relative_path: str
+    tools: dict[str, Tool], tmp_path: Path, relative_path: str
 ) -> None:
+    before = snapshot(tmp_path)
     result = await call(
         tools, "memory_save", title="t", body="b", scope="global", relative_path=relative_path
     )
     assert result.is_error
-    assert not roots.global_root.exists() or not any(roots.global_root.rglob("*.md"))
+    assert snapshot(tmp_path) == before
+    # An absolute path would escape the temporary tree altogether.
+    assert not any(map(os.path.exists, ["/etc/t.md", "/etc/abs.md"]))
 
 
 @pytest.mark.anyio
