@@ -122,7 +122,7 @@ def build_provider(
     """
     provider_config = resolve_provider(config, model_id)
     if provider_config.type == "offline":
-        return OfflineProvider()
+        return OfflineProvider(delay_ms=provider_config.delay_ms)
     # Network providers bring httpx; importing them here keeps it off the offline path.
     from acp_memory.llm.anthropic import AnthropicProvider
     from acp_memory.llm.openai import OpenAIProvider

@@ -1,0 +1,200 @@
+"""The memory subagent's pieces that need no background pool: its prompt, its task text, its
+tools, its model chain and its step cap.
+
+The child's system template is `memory_agent.md` (prompts.dir overrides it). Two sections are
+added at launch, never written in the file: the ask-mode notice (saving is unavailable) and
+the operator's `memory.additional_prompt`. Both go right before the paragraph holding
+`{{tools}}`, so they follow the memory role and precede the tool list in any template,
+an override included; a template without `{{tools}}` gets them at its end.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from acp_memory.config.models import Config, MemoryConfig
+from acp_memory.engine.prompt import Templates
+from acp_memory.memory.store import MemoryStore
+from acp_memory.memory.tools import memory_tools
+from acp_memory.tools.registry import ToolSet
+
+log = logging.getLogger(__name__)
+
+MEMORY_TEMPLATE = "memory_agent.md"
+TASK_LIMIT_BYTES = 32 * 1024  # the bound a spawn_agent prompt has
+NO_HITS = "(no memory hits)"
+READ_TOOLS = ("memory_search", "memory_list", "memory_read")
+WRITE_TOOLS = ("memory_mkdir", "memory_save", "memory_delete")
+MEMORY_TOOLS = READ_TOOLS + WRITE_TOOLS
+TOOLS_SLOT = "{{tools}}"
+OPERATOR_HEADING = "## Operator instructions"
+READ_ONLY_NOTICE = (
+    "## Ask mode: saving is unavailable\n"
+    "This session is in ask mode, so long-term memory is read-only here: saving, creating "
+    "folders and deleting are unavailable, and only memory_search, memory_list and "
+    "memory_read exist. Work in recall mode only, even when the user asks to remember, save, "
+    "forget or delete something; then add the line \"Not saved: memory is read-only in ask "
+    "mode.\" to your report."
+)
+_CUT_MARKER = "[acp-memory: the message was cut here, after {kept} of its {total} bytes of UTF-8]"
+
+
+def memory_task_text(message: str, limit_bytes: int = TASK_LIMIT_BYTES) -> str:
+    """The child's task: the user message, cut at limit_bytes of UTF-8 on a character boundary
+    with a marker line saying so (the marker comes on top of the kept bytes)."""
+    # surrogatepass: a lone surrogate from a JSON \ud800 escape must cost a cut, not a crash.
+    head = message[: limit_bytes + 1].encode("utf-8", "surrogatepass")
+    if len(head) <= limit_bytes:
+        return message
+    cut = limit_bytes
+    while cut > 0 and head[cut] & 0xC0 == 0x80:  # never split a character's bytes
+        cut -= 1
+    kept = head[:cut].decode("utf-8", "surrogatepass")
+    total = len(message.encode("utf-8", "surrogatepass"))
+    return f"{kept}\n\n{_CUT_MARKER.format(kept=cut, total=total)}"
+
+
+def operator_instructions(additional_prompt: str, max_chars: int) -> tuple[str, bool]:
+    """memory.additional_prompt, cut at max_chars characters (0 keeps it whole), and whether
+    it was cut; a cut is logged as a warning every time, since every launch reads it."""
+    text = additional_prompt.strip()
+    if max_chars and len(text) > max_chars:
+        log.warning(
+            "memory.additional_prompt is %d characters; the memory subagent gets the first %d "
+            "(memory.additional_prompt_max_chars)",
+            len(text),
+            max_chars,
+        )
+        return text[:max_chars].rstrip(), True
+    return text, False
+
+
+def compose_memory_template(template: str, *, read_only: bool, operator: str) -> str:
+    """The template with the ask-mode notice and the Operator instructions section inserted
+    before the tool list (see the module docstring)."""
+    sections: list[str] = []
+    if read_only:
+        sections.append(READ_ONLY_NOTICE)
+    if operator.strip():
+        sections.append(f"{OPERATOR_HEADING}\n{operator.strip()}")
+    if not sections:
+        return template
+    blocks = template.split("\n\n")
+    at = next((i for i, b in enumerate(blocks) if TOOLS_SLOT in b), None)
+    if at is None:
+        return template.rstrip("\n") + "\n\n" + "\n\n".join(sections) + "\n"
+    return "\n\n".join([*blocks[:at], *sections, *blocks[at:]])
+
+
+def memory_system_template(
+    templates: Templates, *, read_only: bool, additional_prompt: str, max_chars: int
+) -> str:
+    """The child's template before the engine fills {{cwd}}, {{tools}} and {{memory}}."""
+    operator, _ = operator_instructions(additional_prompt, max_chars)
+    return compose_memory_template(
+        templates.load(MEMORY_TEMPLATE), read_only=read_only, operator=operator
+    )
+
+
+class MemoryTemplates(Templates):
+    """The templates a memory child's engine loads: memory_agent.md with its launch sections.
+
+    Made once per launch, so the operator text is read (and a cut warned about) once per
+    launch, while the template file itself is still re-read every step like any other.
+    """
+
+    def __init__(self, base: Templates, *, read_only: bool, operator: str) -> None:
+        super().__init__()
+        self.base = base
+        self.read_only = read_only
+        self.operator = operator
+
+    @classmethod
+    def for_launch(
+        cls, base: Templates, memory: MemoryConfig, *, read_only: bool
+    ) -> MemoryTemplates:
+        operator, _ = operator_instructions(
+            memory.additional_prompt, memory.additional_prompt_max_chars
+        )
+        return cls(base, read_only=read_only, operator=operator)
+
+    def load(self, name: str) -> str:
+        text = self.base.load(name)
+        if name != MEMORY_TEMPLATE:
+            return text
+        return compose_memory_template(text, read_only=self.read_only, operator=self.operator)
+
+
+def memory_tool_set(store: MemoryStore, memory: MemoryConfig, *, read_only: bool) -> ToolSet:
+    """The child's tools: the six memory tools, or search, list and read in ask mode.
+
+    A write asked for in ask mode is refused before it runs: it is not in the set, and the
+    set's label makes the error say why.
+    """
+    tools = memory_tools(store, memory)
+    if read_only:
+        label = "the memory subagent in ask mode (memory is read-only; saving is unavailable)"
+        return ToolSet([t for t in tools if t.name in READ_TOOLS], label)
+    return ToolSet(tools, "the memory subagent")
+
+
+def memory_model_id(cfg: Config, session_model_id: str) -> str:
+    """memory.model when it names a configured model, else the session's model."""
+    wanted = cfg.memory.model.strip()
+    return wanted if wanted and wanted in cfg.model_ids() else session_model_id
+
+
+def memory_model_chain(cfg: Config, session_model_id: str) -> list[str]:
+    """The models a run tries in order: memory_model_id, then the configured ones among
+    memory.fallback_models, then the session's model as the last resort; no repeats."""
+    configured = set(cfg.model_ids())
+    chain = [memory_model_id(cfg, session_model_id)]
+    chain += [m.strip() for m in cfg.memory.fallback_models if m.strip() in configured]
+    chain.append(session_model_id)
+    return list(dict.fromkeys(chain))
+
+
+def memory_max_turns(cfg: Config) -> int:
+    """The child's step cap: one run may be a recall or a persist, decided by the child."""
+    return max(cfg.memory.recall_max_turns, cfg.memory.persist_max_turns)
+
+
+def memory_max_tokens(cfg: Config, model_id: str) -> int:
+    """The completion cap of the child's calls on model_id: copilot_max_tokens at most."""
+    return min(cfg.find_model(model_id).max_tokens, cfg.memory.copilot_max_tokens)
+
+
+@dataclass(frozen=True)
+class MemoryLaunch:
+    """What one run of the child needs, decided before it starts."""
+
+    task: str
+    tools: ToolSet
+    templates: MemoryTemplates
+    models: list[str]
+    max_turns: int
+    read_only: bool
+    template: str = MEMORY_TEMPLATE
+
+    @classmethod
+    def prepare(
+        cls,
+        cfg: Config,
+        templates: Templates,
+        store: MemoryStore,
+        *,
+        message: str,
+        session_mode: str,
+        session_model_id: str,
+    ) -> MemoryLaunch:
+        """The launch for a user message of a session in session_mode on session_model_id."""
+        read_only = session_mode == "ask"
+        return cls(
+            task=memory_task_text(message),
+            tools=memory_tool_set(store, cfg.memory, read_only=read_only),
+            templates=MemoryTemplates.for_launch(templates, cfg.memory, read_only=read_only),
+            models=memory_model_chain(cfg, session_model_id),
+            max_turns=memory_max_turns(cfg),
+            read_only=read_only,
+        )
