@@ -21,7 +21,13 @@ from typing import Any
 import anyio
 from acp import RequestError, connect_to_agent
 from acp.client.connection import ClientSideConnection
-from acp.schema import RequestPermissionResponse
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    ReadTextFileResponse,
+    RequestPermissionResponse,
+    WriteTextFileResponse,
+)
 from wire_schema import WireChecker
 
 from acp_memory.acp.agent import AcpAgent
@@ -33,18 +39,59 @@ from acp_memory.jsonrpc.framing import read_lines
 
 @dataclass
 class RecordingClient:
-    """An editor that keeps every session/update and extension notification it receives."""
+    """An editor that keeps every session/update and extension notification it receives.
+
+    Tests script the user and the editor's files: `permission_answers` are the option ids the
+    user picks, in order (None: the prompt was cancelled); with none left, the client does not
+    implement session/request_permission. `buffers`, when set, are the editor's open files
+    (absolute path -> text) that serve fs/read_text_file and take fs/write_text_file; when
+    None, the client implements neither.
+    """
 
     updates: list[tuple[str, Any]] = field(default_factory=list)
     ext: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    permission_answers: list[str | None] = field(default_factory=list)
+    permission_requests: list[tuple[str, Any, list[Any]]] = field(default_factory=list)
+    buffers: dict[str, str] | None = None
+    fs_calls: list[tuple[str, str]] = field(default_factory=list)  # (method, path)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
         self.changed.set()
 
-    async def request_permission(self, *args: Any, **kwargs: Any) -> RequestPermissionResponse:
-        raise RequestError.method_not_found("session/request_permission")
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        if not self.permission_answers:
+            raise RequestError.method_not_found("session/request_permission")
+        self.permission_requests.append((session_id, tool_call, options))
+        answer = self.permission_answers.pop(0)
+        self.changed.set()
+        if answer is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=answer)
+        )
+
+    async def read_text_file(
+        self, session_id: str, path: str, **kwargs: Any
+    ) -> ReadTextFileResponse:
+        if self.buffers is None:
+            raise RequestError.method_not_found("fs/read_text_file")
+        self.fs_calls.append(("fs/read_text_file", path))
+        if path not in self.buffers:
+            raise RequestError.resource_not_found(path)
+        return ReadTextFileResponse(content=self.buffers[path])
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **kwargs: Any
+    ) -> WriteTextFileResponse:
+        if self.buffers is None:
+            raise RequestError.method_not_found("fs/write_text_file")
+        self.fs_calls.append(("fs/write_text_file", path))
+        self.buffers[path] = content
+        return WriteTextFileResponse()
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         self.ext.append((method, params))
@@ -151,11 +198,12 @@ async def served_agent(
 
 @contextlib.asynccontextmanager
 async def in_process_agent(
-    cfg: Config, paths: Paths, agent: AcpAgent | None = None
+    cfg: Config, paths: Paths, agent: AcpAgent | None = None, client: RecordingClient | None = None
 ) -> AsyncIterator[Editor]:
-    """The agent served in this event loop, the official SDK client on the other end."""
+    """The agent served in this event loop, the official SDK client on the other end (a
+    RecordingClient, or `client`: a subclass that serves more of the client's methods)."""
     async with served_agent(cfg, paths, agent) as (sock, checker):
-        client = RecordingClient()
+        client = client or RecordingClient()
         reader, writer = await asyncio.open_connection(sock=sock)
         conn = connect_to_agent(client, writer, reader)
         try:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import anyio
 
 from acp_memory import __version__
+from acp_memory.acp.client import AcpEditor
 from acp_memory.acp.content import prompt_text
 from acp_memory.acp.schema import (
     PROTOCOL_VERSION,
@@ -66,6 +67,8 @@ class Peer(Protocol):
 
     async def notify(self, method: str, params: Any) -> None: ...
 
+    async def request(self, method: str, params: Any) -> Any: ...
+
 
 class AcpAgent:
     """Holds the sessions of one connection and answers the client's requests."""
@@ -77,6 +80,7 @@ class AcpAgent:
         self.store = SessionStore(runner.paths.sessions_dir)
         self.peer: Peer | None = None
         self.editor: Editor | None = None  # what the client offers, known after initialize
+        self.client_capabilities: dict[str, Any] = {}
         self._sessions: dict[str, Session] = {}
         self._turns: dict[str, anyio.CancelScope] = {}
 
@@ -96,7 +100,12 @@ class AcpAgent:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        return await initialize(params)
+        answer = await initialize(params)
+        # Tools use the client's files and terminals only where it advertised them.
+        self.client_capabilities = params.get("clientCapabilities") or {}
+        if self.peer is not None:
+            self.editor = AcpEditor(self.peer, self.client_capabilities)
+        return answer
 
     async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         return await authenticate(params)
@@ -190,6 +199,7 @@ class AcpAgent:
     def close(self) -> None:
         """Release every session's bundle for other processes (the connection ended)."""
         for session in self._sessions.values():
+            self.runner.close_pool(session.id)  # its tasks end with it, process groups and all
             session.close()
 
     # -- modes and options -------------------------------------------------------------

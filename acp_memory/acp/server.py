@@ -13,15 +13,34 @@ from acp_memory.engine.turn import TurnEngine
 from acp_memory.jsonrpc.connection import Connection
 from acp_memory.llm.registry import ProviderHub
 from acp_memory.sessions.runner import SessionRunner
+from acp_memory.tools.agents import SpawnAgent
+from acp_memory.tools.background import BACKGROUND_TOOLS
+from acp_memory.tools.command import RunCommand
+from acp_memory.tools.edit import EditFile, WriteFile
 from acp_memory.tools.files import ListDirectory, ReadFile
+from acp_memory.tools.plan import WritePlan
 from acp_memory.tools.registry import ToolRegistry
+from acp_memory.tools.search import Glob, Grep
 
 log = logging.getLogger(__name__)
 
 
 def build_engine(cfg: Config) -> TurnEngine:
     """The turn engine with the configured templates and the main agent's tools."""
-    tools = ToolRegistry([ReadFile(), ListDirectory()])
+    tools = ToolRegistry(
+        [
+            ReadFile(),
+            ListDirectory(),
+            Glob(),
+            Grep(),
+            WriteFile(),
+            EditFile(),
+            WritePlan(),
+            RunCommand(),
+            *(tool() for tool in BACKGROUND_TOOLS),
+            SpawnAgent(),
+        ]
+    )
     return TurnEngine(Templates(cfg.prompts.dir), tools, cfg.agent.max_turns)
 
 

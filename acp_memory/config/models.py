@@ -20,6 +20,8 @@ class ProviderConfig(Section):
     api_base: str = ""
     api_key: str = Field(default="", repr=False)
     timeout_ms: int = Field(default=600_000, gt=0)
+    # type offline only: a pause before each response, so a run can be watched in flight.
+    delay_ms: int = Field(default=0, ge=0)
 
 
 class ModelConfig(Section):
@@ -58,14 +60,24 @@ class BackgroundConfig(Section):
     max_timeout_seconds: int = Field(default=3600, gt=0)
 
 
+class OutputLimitsConfig(Section):
+    # What one tool result shows a model (a command's output, a task's, grep's hits), in
+    # characters; cut with a marker saying how much went.
+    tool_output_chars: int = Field(default=30_000, ge=1000)
+    # What a task's output.log keeps on disk: its head and last quarter, a marker between.
+    log_bytes: int = Field(default=10 * 1024 * 1024, ge=4096)
+
+
 class ToolsConfig(Section):
     permission_mode: Literal["ask", "accept_edits", "bypass"] = "ask"
     command_allowlist: list[str] = Field(default_factory=list)
     background: BackgroundConfig = Field(default_factory=BackgroundConfig)
+    output_limits: OutputLimitsConfig = Field(default_factory=OutputLimitsConfig)
 
 
 class SubagentsConfig(Section):
     max_concurrent: int = Field(default=4, ge=1)
+    max_depth: int = Field(default=2, ge=1)
 
 
 class AcpConfig(Section):
@@ -91,8 +103,14 @@ class MemoryConfig(Section):
     max_search_hits: int = Field(default=8, ge=1)
     additional_prompt: str = ""
     additional_prompt_max_chars: int = Field(default=0, ge=0)
+    # Kodik's inline memory: the notes themselves go into the main agent's context instead of
+    # a subagent's report.
+    inline: bool = False
     # Kodik's safeguards: a note body is bounded in UTF-8 bytes and never cut.
     max_note_bytes: int = Field(default=16 * 1024, gt=0)
+    # Search indexes kept open, each a SQLite connection and an inotify descriptor; the least
+    # recently searched root's is closed past this.
+    index_max_roots: int = Field(default=16, ge=1)
 
 
 class Config(Section):

@@ -16,6 +16,7 @@ from anyio.abc import TaskGroup
 
 from acp_memory.config import Config, Paths
 from acp_memory.engine.events import Emit
+from acp_memory.engine.prompt import TurnContext
 from acp_memory.engine.turn import (
     PlainContext,
     StopReason,
@@ -24,8 +25,13 @@ from acp_memory.engine.turn import (
     TurnSetup,
 )
 from acp_memory.llm.registry import ModelHandle
-from acp_memory.sessions.store import Session
+from acp_memory.sessions.store import Session, SessionStore
+from acp_memory.sessions.subagents import Subagents
+from acp_memory.tasks.pool import PoolSettings, TaskPool
+from acp_memory.tasks.process import KILL_GRACE_SECONDS, groups_killed_on_termination
 from acp_memory.tools.base import Editor, ToolContext
+from acp_memory.tools.permissions import GRANTS_FILE, PermissionGate
+from acp_memory.tools.registry import ToolSet
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +50,10 @@ class SessionRunner:
         self.paths = paths
         self.engine = engine
         self.model_for = model_for
+        self.store = SessionStore(paths.sessions_dir)
         self._owner: TaskGroup | None = None
+        self._pools: dict[str, TaskPool] = {}
+        self.kill_grace_seconds = KILL_GRACE_SECONDS  # SIGTERM to SIGKILL; tests shorten it
 
     @property
     def owner(self) -> TaskGroup:
@@ -57,13 +66,19 @@ class SessionRunner:
     async def running(self) -> AsyncIterator[SessionRunner]:
         """Own the background work of every session until the block ends, then stop it."""
         try:
-            async with anyio.create_task_group() as tg:
-                self._owner = tg
-                try:
-                    yield self
-                finally:
-                    self._owner = None
-                    tg.cancel_scope.cancel()
+            with groups_killed_on_termination():
+                async with anyio.create_task_group() as tg:
+                    self._owner = tg
+                    try:
+                        yield self
+                    finally:
+                        # Each task records why it stopped, kills its process group and writes
+                        # its record, shielded, before the group below lets the block end.
+                        for pool in self._pools.values():
+                            pool.close_nowait("stopped: the agent stopped")
+                        self._pools.clear()
+                        self._owner = None
+                        tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # Background tasks keep their failures to themselves, so a group holds the one
             # error of the block: the caller handles it as it would without the group.
@@ -71,20 +86,52 @@ class SessionRunner:
                 raise group.exceptions[0] from None
             raise
 
-    def tool_context(self, session: Session, editor: Editor | None = None) -> ToolContext:
-        """What the tools of `session` may reach in this surface."""
+    def tool_context(
+        self, session: Session, editor: Editor | None = None, tools: ToolSet | None = None
+    ) -> ToolContext:
+        """What the tools of `session` may reach in this surface; `tools` is the session's
+        own set (a child's children get at most that)."""
         record = session.record
+        pool = self.pool_for(session) if self._owner is not None else None
+        agents = None
+        if pool is not None:
+            tool_set = tools or self.engine.tools_for(session)
+            agents = Subagents(self, session, pool, tool_set, editor)
         return ToolContext(
             session.id,
             Path(record.cwd),
             record.mode,
             bundle=session.dir,
             editor=editor,
+            permissions=PermissionGate(self.cfg.tools, session.dir / GRANTS_FILE, editor),
+            tasks=pool,
+            agents=agents,
+            output_limit=self.cfg.tools.output_limits.tool_output_chars,
         )
 
     def turn_context(self, session: Session) -> TurnContextSource:
         """Where the runtime state of the session's next turn comes from."""
-        return PlainContext()
+        if self._owner is None:
+            return PlainContext()
+        return PoolContext(self.pool_for(session))
+
+    def pool_for(self, session: Session) -> TaskPool:
+        """The background pool of `session`, made on first use; only inside `running()`."""
+        pool = self._pools.get(session.id)
+        if pool is None or pool.closed:
+            settings = PoolSettings.from_config(
+                self.cfg.tools, kill_grace_seconds=self.kill_grace_seconds
+            )
+            pool = TaskPool(self.owner, session.id, session.dir, settings)
+            self._pools[session.id] = pool
+        return pool
+
+    def close_pool(self, session_id: str, reason: str = "stopped: the session closed") -> None:
+        """Stop the session's background tasks; their cleanup (process groups killed,
+        records written) ends in the owner group, which `running()` waits for."""
+        pool = self._pools.pop(session_id, None)
+        if pool is not None:
+            pool.close_nowait(reason)
 
     async def run_turn(
         self, session: Session, text: str, emit: Emit, *, editor: Editor | None = None
@@ -100,3 +147,19 @@ class SessionRunner:
             context=self.turn_context(session),
         )
         return await self.engine.run(session, text, model, emit, setup)
+
+
+class PoolContext:
+    """The turn context's background section: tasks that ended since the last step (each
+    announced once), then those still running; one line each, never their output."""
+
+    def __init__(self, pool: TaskPool) -> None:
+        self.pool = pool
+
+    async def begin(self) -> None:
+        return None
+
+    def step(self) -> TurnContext:
+        return TurnContext(
+            background_tasks=[*self.pool.take_announcements(), *self.pool.running_lines()]
+        )

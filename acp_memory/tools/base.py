@@ -106,6 +106,48 @@ class Editor(Protocol):
     async def release_terminal(self, session_id: str, terminal_id: str) -> None: ...
 
 
+class EditorFor:
+    """An editor used on behalf of another session (a child's tools), every request made in
+    the name of the session the editor knows."""
+
+    def __init__(self, editor: Editor, session_id: str) -> None:
+        self._editor = editor
+        self._session_id = session_id
+        self.can_read_files = editor.can_read_files
+        self.can_write_files = editor.can_write_files
+        self.can_run_terminals = editor.can_run_terminals
+
+    async def read_text_file(self, session_id: str, path: str) -> str:
+        return await self._editor.read_text_file(self._session_id, path)
+
+    async def write_text_file(self, session_id: str, path: str, content: str) -> None:
+        await self._editor.write_text_file(self._session_id, path, content)
+
+    async def request_permission(
+        self, session_id: str, tool_call: Mapping[str, Any], options: Sequence[Mapping[str, str]]
+    ) -> str | None:
+        return await self._editor.request_permission(self._session_id, tool_call, options)
+
+    async def create_terminal(
+        self, session_id: str, command: str, cwd: str, output_byte_limit: int
+    ) -> str:
+        return await self._editor.create_terminal(
+            self._session_id, command, cwd, output_byte_limit
+        )
+
+    async def terminal_output(self, session_id: str, terminal_id: str) -> TerminalOutput:
+        return await self._editor.terminal_output(self._session_id, terminal_id)
+
+    async def wait_for_terminal_exit(self, session_id: str, terminal_id: str) -> TerminalExit:
+        return await self._editor.wait_for_terminal_exit(self._session_id, terminal_id)
+
+    async def kill_terminal(self, session_id: str, terminal_id: str) -> None:
+        await self._editor.kill_terminal(self._session_id, terminal_id)
+
+    async def release_terminal(self, session_id: str, terminal_id: str) -> None:
+        await self._editor.release_terminal(self._session_id, terminal_id)
+
+
 PermissionKind = Literal["command", "write", "outside"]
 
 

@@ -1,7 +1,9 @@
-"""Read-only workspace tools: read a text file and list a folder under the session's cwd."""
+"""Read-only workspace tools: read a text file and list a folder; and the path rules every file
+tool shares (paths relative to the cwd or absolute; outside the cwd only with permission)."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import stat
 from collections.abc import Mapping
@@ -11,22 +13,51 @@ from typing import Any
 import anyio
 
 from acp_memory.paths import resolves_inside
-from acp_memory.tools.base import ToolContext, ToolError, ToolKind, ToolResult
+from acp_memory.tools.base import PermissionRequest, ToolContext, ToolError, ToolKind, ToolResult
 
 _MAX_READ_BYTES = 256 * 1024
 
 
-def _inside(ctx: ToolContext, rel: str) -> Path:
-    root = ctx.cwd.resolve()
-    target = root / rel
-    if not resolves_inside(target, root):
-        raise ToolError(f"{rel!r} is outside the working directory {root} or not a usable path")
-    return target.resolve()
+def real_path(ctx: ToolContext, raw: str) -> Path:
+    """Where `raw` (relative to the cwd, or absolute) really is, symlinks followed."""
+    try:
+        return (ctx.cwd / raw).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, an embedded NUL
+        raise ToolError(f"{raw!r} is not a usable path ({exc})") from None
+
+
+def inside_cwd(ctx: ToolContext, path: Path) -> bool:
+    return resolves_inside(path, ctx.cwd.resolve())
+
+
+async def reachable(ctx: ToolContext, raw: str, verb: str) -> tuple[Path, bool]:
+    """The real location of `raw` and whether it is inside the cwd; a path outside is
+    refused unless the session's permission gate lets it through (it may ask the user)."""
+    # Resolving walks the path's symlinks: off the event loop, like any other disk access.
+    path, inside = await anyio.to_thread.run_sync(_locate, ctx, raw, abandon_on_cancel=True)
+    if not inside:
+        if ctx.permissions is None:
+            raise ToolError(
+                f"{raw!r} is outside the working directory {ctx.cwd}, and there is no one "
+                "to ask for permission here"
+            )
+        await ctx.permissions.ensure(
+            ctx, PermissionRequest("outside", str(path), f"{verb} {path} (outside the workspace)")
+        )
+    return path, inside
+
+
+def _locate(ctx: ToolContext, raw: str) -> tuple[Path, bool]:
+    path = real_path(ctx, raw)
+    return path, inside_cwd(ctx, path)
 
 
 class ReadFile:
     name = "read_file"
-    description = "Read a UTF-8 text file under the working directory."
+    description = (
+        "Read a UTF-8 text file under the working directory (relative or absolute path; one "
+        "outside it needs the user's permission)."
+    )
     kind: ToolKind = "read"
     read_only = True
     parameters: Mapping[str, Any] = {
@@ -40,17 +71,28 @@ class ReadFile:
         return f"Read {args.get('path', '')}"
 
     def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
-        return [str(_inside(ctx, args["path"]))]
+        return [str(real_path(ctx, args["path"]))]
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        path = _inside(ctx, args["path"])
+        shown = args["path"]
+        path, _ = await reachable(ctx, shown, "Read")
         # A worker thread the turn abandons on cancel: a slow disk or a network mount must not
         # stall the event loop that serves every other session.
         data = await anyio.to_thread.run_sync(
-            read_head, path, _MAX_READ_BYTES + 1, args["path"], abandon_on_cancel=True
+            read_head, path, _MAX_READ_BYTES + 1, shown, abandon_on_cancel=True
         )
-        text = data[:_MAX_READ_BYTES].decode("utf-8", errors="replace")
-        if len(data) > _MAX_READ_BYTES:
+        cut = len(data) > _MAX_READ_BYTES
+        text = decode_text(data[:_MAX_READ_BYTES], shown, complete=not cut)
+        editor = ctx.editor
+        if editor is not None and editor.can_read_files and not cut:
+            # The editor's copy has the user's unsaved changes. The disk read above keeps the
+            # bounds: a FIFO, a folder, a binary or a huge file never reaches the editor.
+            text = await editor.read_text_file(ctx.session_id, str(path))
+            if "\x00" in text:
+                raise ToolError(f"cannot read {shown}: it is a binary file")
+            cut = len(text) > _MAX_READ_BYTES
+            text = text[:_MAX_READ_BYTES]
+        if cut:
             text += f"\n[truncated at {_MAX_READ_BYTES} bytes]"
         return ToolResult(text, locations=[str(path)])
 
@@ -70,13 +112,12 @@ class ListDirectory:
         return f"List {args.get('path') or '.'}"
 
     def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
-        return [str(_inside(ctx, args.get("path") or "."))]
+        return [str(real_path(ctx, args.get("path") or "."))]
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        folder = _inside(ctx, args.get("path") or ".")
-        lines = await anyio.to_thread.run_sync(
-            _listing, folder, args.get("path") or ".", abandon_on_cancel=True
-        )
+        shown = args.get("path") or "."
+        folder, _ = await reachable(ctx, shown, "List")
+        lines = await anyio.to_thread.run_sync(_listing, folder, shown, abandon_on_cancel=True)
         return ToolResult("\n".join(lines) or "(empty folder)", locations=[str(folder)])
 
 
@@ -100,6 +141,20 @@ def read_head(path: Path, limit: int, shown: str) -> bytes:
         raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+def decode_text(data: bytes, shown: str, *, complete: bool = True, verb: str = "read") -> str:
+    """UTF-8 text, or ToolError for a binary file (a NUL byte, or bytes that are not UTF-8).
+
+    With complete=False the data is a head cut anywhere: a character split by the cut is
+    dropped rather than taken for binary data.
+    """
+    if b"\x00" in data:
+        raise ToolError(f"cannot {verb} {shown}: it is a binary file")
+    try:
+        return codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
+    except UnicodeDecodeError:
+        raise ToolError(f"cannot {verb} {shown}: it is a binary file (not UTF-8 text)") from None
 
 
 def _listing(folder: Path, shown: str) -> list[str]:

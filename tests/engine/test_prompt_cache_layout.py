@@ -129,9 +129,13 @@ async def test_switching_mode_changes_the_system_prompt_and_the_offered_tools(pa
     assert "a coding agent" in systems[1]
     assert "in plan mode" in systems[2] and "in ask mode" in systems[3]
     tools = [sorted(t["function"]["name"] for t in r.json["tools"]) for r in requests]
-    assert tools[0] == tools[1] == ["hold", "list_directory", "read_file"]
-    # Plan and ask are read-only: the workspace-changing tool is not even offered.
-    assert tools[2] == tools[3] == ["list_directory", "read_file"]
+    assert tools[0] == tools[1]
+    assert {"hold", "read_file", "write_file", "edit_file"} <= set(tools[0])
+    # Plan and ask are read-only: the workspace-changing tools are not even offered; plan
+    # gets its own writer, for plan files in the bundle.
+    writers = {"hold", "write_file", "edit_file"}
+    assert "write_plan" in tools[2] and not writers & set(tools[2])
+    assert tools[3] == ["glob", "grep", "list_directory", "read_file"]
     # The conversation after the system message is still the same, only appended to.
     histories = [wire_messages(r)[1:-1] for r in requests]
     for before, after in pairwise(histories):
@@ -150,7 +154,9 @@ async def test_editing_a_template_under_prompts_dir_changes_the_next_system_prom
             tool_calls(call("list_directory", {})), text("one"), text("two"), text("three")
         )
         cfg = fake_config(server.base_url, prompts_dir=str(override))
-        async with turn_agent(cfg, paths) as (ed, _):
+        async with turn_agent(cfg, paths) as (ed, agent):
+            tools = agent.runner.engine.tools.for_mode("agent")
+            listing = "".join(f"- {t.name}: {t.description}\n" for t in tools)
             sid = await ed.start_session(paths.cwd)
             await prompt(ed, sid, "first")
             template.write_text(template.read_text().replace("v1", "v2"))
@@ -160,11 +166,10 @@ async def test_editing_a_template_under_prompts_dir_changes_the_next_system_prom
         requests = server.requests
 
     systems = [r.messages[0]["content"] for r in requests]
-    assert systems[0] == systems[1] == f"Custom v1 for {paths.cwd}.\nTools:\n" + (
-        "- read_file: Read a UTF-8 text file under the working directory.\n"
-        "- list_directory: List one folder under the working directory "
-        "(names, with / after folders).\nNotes: (none yet)\n"
+    assert systems[0] == systems[1] == (
+        f"Custom v1 for {paths.cwd}.\nTools:\n{listing}Notes: (none yet)\n"
     )
+    assert "- read_file: Read a UTF-8 text file" in listing
     assert systems[2] == systems[0].replace("v1", "v2")
     # The built-in plan template is still used for modes the override folder lacks.
     builtin_plan = (TEMPLATES / "plan.md").read_text(encoding="utf-8")

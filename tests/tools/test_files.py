@@ -32,14 +32,21 @@ async def test_a_folder_is_refused_with_a_hint(tmp_path):
         await ReadFile().run({"path": "sub"}, _ctx(tmp_path))
 
 
-async def test_a_huge_file_is_cut_without_being_read_whole(tmp_path):
-    # A sparse terabyte: reading it whole would exhaust memory long before it was cut.
+async def test_a_huge_file_is_judged_without_being_read_whole(tmp_path):
+    # A sparse terabyte: reading it whole would exhaust memory long before it was refused.
     with (tmp_path / "huge.log").open("wb") as f:
         f.write(b"first line\n")
         f.truncate(1 << 40)
-    result = await ReadFile().run({"path": "huge.log"}, _ctx(tmp_path))
-    assert result.text.startswith("first line\n")
-    assert result.text.endswith("[truncated at 262144 bytes]")
+    with anyio.fail_after(5), pytest.raises(ToolError, match="binary file"):
+        await ReadFile().run({"path": "huge.log"}, _ctx(tmp_path))
+
+
+async def test_a_long_text_file_is_cut_with_a_marker(tmp_path):
+    (tmp_path / "long.txt").write_text("x" + "é" * 200_000)  # the cut splits an é in two
+    result = await ReadFile().run({"path": "long.txt"}, _ctx(tmp_path))
+    assert result.text.startswith("xé")
+    assert result.text.endswith("\n[truncated at 262144 bytes]")
+    assert len(result.text.encode()) < 262144 + 40
 
 
 async def test_the_event_loop_keeps_running_while_a_file_is_read(tmp_path, monkeypatch):

@@ -36,10 +36,18 @@ async def test_an_unexpected_tool_failure_is_a_tool_error_not_a_crash(tmp_path: 
     assert result.is_error and "RuntimeError: kaboom" in result.text
 
 
-@pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "a\x00b", "loop"])
-async def test_read_file_refuses_paths_outside_the_cwd_or_unusable(tmp_path: Path, path: str):
+@pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd"])
+async def test_read_file_refuses_paths_outside_the_cwd_with_no_one_to_ask(tmp_path: Path, path):
+    registry = ToolRegistry([ReadFile()])
+    ctx = ToolContext("s", tmp_path, "ask")  # no permission gate: nobody can allow it
+    result = await registry.for_mode("ask").execute("read_file", json.dumps({"path": path}), ctx)
+    assert result.is_error and "outside the working directory" in result.text
+
+
+@pytest.mark.parametrize("path", ["a\x00b", "loop"])
+async def test_read_file_refuses_unusable_paths(tmp_path: Path, path: str):
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     registry = ToolRegistry([ReadFile()])
     ctx = ToolContext("s", tmp_path, "ask")
     result = await registry.for_mode("ask").execute("read_file", json.dumps({"path": path}), ctx)
-    assert result.is_error and "outside the working directory" in result.text
+    assert result.is_error and "not a usable path" in result.text

@@ -1,0 +1,198 @@
+"""Child sessions that a session starts (spawn_agent): a bundle of their own under the parent's
+`subagents/` folder, a turn run as an agent task of the parent's pool, a report back.
+
+A child is a separate conversation: its updates go to its task log, never to the parent's
+stream; its tool set is at most its parent's; its depth is bounded by subagents.max_depth.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING
+
+import anyio
+
+from acp_memory.engine.events import (
+    AgentText,
+    AgentThought,
+    ToolCallFinished,
+    ToolCallProgress,
+    ToolCallStarted,
+    TurnEvent,
+)
+from acp_memory.engine.turn import TurnSetup
+from acp_memory.sessions.store import Session
+from acp_memory.tasks.log import TaskLog
+from acp_memory.tasks.pool import PoolRefused, Task, TaskPool
+from acp_memory.tools.base import Editor, EditorFor, ToolError
+from acp_memory.tools.registry import ToolSet
+
+if TYPE_CHECKING:
+    from acp_memory.sessions.runner import SessionRunner
+
+log = logging.getLogger(__name__)
+
+# The bound a child's task text has: long enough for any real brief, short enough that a
+# runaway prompt cannot flood a child's context.
+MAX_TASK_BYTES = 32 * 1024
+REPORT_HEADER = "=== subagent report ==="
+
+
+def cut_task_text(text: str, limit: int = MAX_TASK_BYTES) -> str:
+    """`text` cut to `limit` bytes of UTF-8 on a character boundary, with a marker if cut."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    kept = data[:limit].decode("utf-8", errors="ignore")
+    return f"{kept}\n[task text cut at {limit // 1024} KiB: {len(data) - limit} bytes left out]"
+
+
+class Subagents:
+    """The spawn_agent service of one session: starts its children in its pool."""
+
+    def __init__(
+        self,
+        runner: SessionRunner,
+        parent: Session,
+        pool: TaskPool,
+        tools: ToolSet,
+        editor: Editor | None = None,
+    ) -> None:
+        self.runner = runner
+        self.parent = parent
+        self.pool = pool
+        self.tools = tools  # the parent's own set: a child gets at most this
+        self.editor = editor
+
+    @property
+    def depth(self) -> int:
+        return self.parent.record.subagent_depth or 0
+
+    def child_tools(self, names: Sequence[str] | None) -> ToolSet:
+        """The child's tool set: the names asked for among the parent's, never more; a child
+        at the depth limit cannot start children of its own."""
+        tools = self.tools if names is None else self.tools.subset(names)
+        if self.depth + 1 >= self.runner.cfg.subagents.max_depth:
+            tools = tools.without(["spawn_agent"])
+        return tools
+
+    async def start(
+        self, prompt: str, *, name: str = "", tool_names: Sequence[str] | None = None
+    ) -> Task:
+        """Create the child's bundle and start its turn as an agent task of the pool.
+
+        ToolError when the depth or the concurrency bound refuses it, or a tool asked for is
+        not the parent's."""
+        limits = self.runner.cfg.subagents
+        if self.depth + 1 > limits.max_depth:
+            raise ToolError(
+                f"subagents may nest {limits.max_depth} deep (subagents.max_depth); "
+                "this session is already at that depth"
+            )
+        if tool_names is not None:
+            unknown = sorted(set(tool_names) - set(self.tools.names()))
+            if unknown:
+                raise ToolError(
+                    f"a child gets at most its parent's tools; not available here: "
+                    f"{', '.join(unknown)}"
+                )
+        agent_name = name.strip() or "subagent"
+        tools = self.child_tools(tool_names)
+        task_text = cut_task_text(prompt)
+        parent = self.parent
+        create = partial(
+            self.runner.store.create,
+            cwd=parent.record.cwd,
+            model_id=parent.record.selected_model_id,
+            parent=parent,
+            subagent_name=agent_name,
+            subagent_depth=self.depth + 1,
+        )
+        try:
+            child = await anyio.to_thread.run_sync(create)
+        except OSError as exc:
+            raise ToolError(f"cannot create the child session: {exc}") from None
+        started: list[Task] = []
+
+        async def body(task_log: TaskLog) -> str:
+            # The pool has named the task by now: the child's bundle records its id.
+            child.record.subagent_task_id = started[0].id
+            try:
+                await child.save_record()
+                return await self._run_child(child, task_text, tools, task_log)
+            finally:
+                self.runner.close_pool(child.id, "stopped: its subagent ended")
+                child.close()
+
+        try:
+            task = await self.pool.start_agent(
+                label=f"{agent_name}: {_first_line(prompt)}",
+                agent_name=agent_name,
+                child_session_id=child.id,
+                body=body,
+                kind_limit=limits.max_concurrent,
+            )
+        except PoolRefused as exc:
+            child.close()
+            raise ToolError(f"the subagent was not started: {exc}") from None
+        started.append(task)
+        return task
+
+    async def _run_child(
+        self, child: Session, task_text: str, tools: ToolSet, task_log: TaskLog
+    ) -> str:
+        runner = self.runner
+        model = runner.model_for(child.record.selected_model_id)
+        await task_log.write(f"task: {_first_line(task_text)}\n")
+        emit = _log_events(task_log)
+        # The editor knows only the parent: a child's file and terminal requests, and its
+        # permission questions, go to it in the parent's name.
+        editor = EditorFor(self.editor, self.parent.id) if self.editor is not None else None
+        setup = TurnSetup(
+            tools=tools,
+            tool_context=runner.tool_context(child, editor, tools=tools),
+            context=runner.turn_context(child),
+        )
+        stop = await runner.engine.run(child, task_text, model, emit, setup)
+        report = _last_reply(child)
+        await task_log.write(f"\n{REPORT_HEADER}\n{report or '(no final message)'}\n")
+        if stop != "end_turn":
+            await task_log.write(f"[the child's turn ended: {stop}]\n")
+        return report
+
+
+def _log_events(task_log: TaskLog) -> Callable[[TurnEvent], Awaitable[None]]:
+    """A child's turn events as its task log's lines (a child never streams to the editor)."""
+
+    async def emit(event: TurnEvent) -> None:
+        match event:
+            case AgentText(text):
+                await task_log.write(text)
+            case AgentThought():
+                pass
+            case ToolCallStarted():
+                args = json.dumps(event.raw_input, ensure_ascii=False)[:300]
+                await task_log.write(f"\n[tool] {event.title} {args}\n")
+            case ToolCallProgress():
+                pass
+            case ToolCallFinished():
+                await task_log.write(f"[tool] {event.status}: {_first_line(event.output)}\n")
+
+    return emit
+
+
+def _last_reply(session: Session) -> str:
+    for message in reversed(session.messages):
+        if message.role == "assistant" and message.content.strip():
+            return message.content.strip()
+        if message.role == "user":
+            break
+    return ""
+
+
+def _first_line(text: str, limit: int = 60) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
