@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import sys
 import tempfile
@@ -107,8 +108,19 @@ async def spawn_agent(client: Any, home: Path, cwd: Path) -> AsyncIterator[Clien
             await conn.close()
 
 
+class _DropMemoryRunNoise(logging.Filter):
+    """The SDK client is a v1 client: it logs a memory_run update as an unknown variant and
+    drops it, as Zed does. The demo keeps that log noise off the screen."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and "memory_run" in str(record.exc_info[1]):
+            return False
+        return True
+
+
 async def _demo(home: Path, cwd: Path) -> None:
     client = _PrintingClient()
+    logging.getLogger().addFilter(_DropMemoryRunNoise())
     print(f"home: {home}\nproject: {cwd}\n")
     async with spawn_agent(client, home, cwd) as conn:
         init = await conn.initialize(protocol_version=1)

@@ -62,6 +62,9 @@ MODES = {
 }
 
 
+MEMORY_RUN_METHOD = "_acp_memory/memory_run"
+
+
 class Peer(Protocol):
     """The client side of the connection, as the handlers see it."""
 
@@ -306,9 +309,14 @@ class AcpAgent:
         async def emit(event: TurnEvent) -> None:
             await self._update(session.id, event_update(event))
 
+        async def notify_memory(update: dict[str, Any]) -> None:
+            await self._memory_run(session.id, update)
+
         try:
             async with _writes(session):
-                return await self.runner.run_turn(session, text, emit, editor=self.editor)
+                return await self.runner.run_turn(
+                    session, text, emit, editor=self.editor, notify_memory=notify_memory
+                )
         except UnknownModelError as exc:
             raise RpcError(INTERNAL_ERROR, str(exc)) from None
         except LLMError as exc:
@@ -321,6 +329,17 @@ class AcpAgent:
         scope = self._turns.get(req.session_id)
         if scope is not None:
             scope.cancel()
+
+    async def _memory_run(self, session_id: str, update: dict[str, Any]) -> None:
+        """A memory_run update the way acp.memory_run_updates says: a session/update variant
+        (v1 clients drop what they do not know), an extension notification, or nothing."""
+        how = self.cfg.acp.memory_run_updates
+        if how == "off" or self.peer is None:
+            return
+        if how == "ext_notification":
+            await self.peer.notify(MEMORY_RUN_METHOD, {"sessionId": session_id, **update})
+        else:
+            await self._update(session_id, {"sessionUpdate": "memory_run", **update})
 
     async def _update(self, session_id: str, update: dict[str, Any]) -> None:
         if self.peer is not None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 
+import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from acp_memory.acp.agent import AcpAgent, unconfigured_handlers
@@ -46,7 +48,9 @@ def build_engine(cfg: Config) -> TurnEngine:
 
 def build_runner(cfg: Config, paths: Paths, hub: ProviderHub) -> SessionRunner:
     """The session runner of one surface: engine, models, tool services."""
-    return SessionRunner(cfg, paths, build_engine(cfg), hub.model)
+    return SessionRunner(
+        cfg, paths, build_engine(cfg), hub.model, partial(hub.model, wait_for_limit_reset=False)
+    )
 
 
 def build_agent(cfg: Config, paths: Paths, hub: ProviderHub) -> AcpAgent:
@@ -70,6 +74,8 @@ async def serve(
             try:
                 await conn.serve()
             finally:
+                with anyio.CancelScope(shield=True):
+                    await agent.runner.drain_memory_runs()
                 agent.close()
     log.info("input closed; agent stopped")
 

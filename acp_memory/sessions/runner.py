@@ -25,6 +25,13 @@ from acp_memory.engine.turn import (
     TurnSetup,
 )
 from acp_memory.llm.registry import ModelHandle
+from acp_memory.memory.index import SearchIndexes
+from acp_memory.sessions.memory_run import (
+    PROCESS_RUNS_IN_FLIGHT,
+    SESSION_RUNS_IN_FLIGHT,
+    MemoryRun,
+    NotifyMemory,
+)
 from acp_memory.sessions.store import Session, SessionStore
 from acp_memory.sessions.subagents import Subagents
 from acp_memory.tasks.pool import PoolSettings, TaskPool
@@ -34,6 +41,8 @@ from acp_memory.tools.permissions import GRANTS_FILE, PermissionGate
 from acp_memory.tools.registry import ToolSet
 
 log = logging.getLogger(__name__)
+
+MEMORY_EXIT_WAIT_SECONDS = 15.0
 
 
 class SessionRunner:
@@ -45,15 +54,28 @@ class SessionRunner:
         paths: Paths,
         engine: TurnEngine,
         model_for: Callable[[str], ModelHandle],
+        child_model_for: Callable[[str], ModelHandle] | None = None,
     ) -> None:
         self.cfg = cfg
         self.paths = paths
         self.engine = engine
         self.model_for = model_for
+        # The memory child's models: never waiting for a quota reset (top-level turns only).
+        self.child_model_for = child_model_for or model_for
         self.store = SessionStore(paths.sessions_dir)
         self._owner: TaskGroup | None = None
         self._pools: dict[str, TaskPool] = {}
         self.kill_grace_seconds = KILL_GRACE_SECONDS  # SIGTERM to SIGKILL; tests shorten it
+        # Memory runs in flight: session id -> task ids; the bounds are attributes so tests
+        # can reach them with few runs.
+        self.memory_runs: dict[str, set[str]] = {}
+        self.memory_session_limit = SESSION_RUNS_IN_FLIGHT
+        self.memory_process_limit = PROCESS_RUNS_IN_FLIGHT
+        self._indexes: SearchIndexes | None = None
+        # How long stopping waits for running memory runs (anyio's clock: tests shorten it
+        # or run on a fake clock); `draining` is set when that wait begins.
+        self.memory_exit_wait_seconds = MEMORY_EXIT_WAIT_SECONDS
+        self.draining = anyio.Event()
 
     @property
     def owner(self) -> TaskGroup:
@@ -72,6 +94,10 @@ class SessionRunner:
                     try:
                         yield self
                     finally:
+                        # A persist cut mid-way loses its note: running memory runs get a
+                        # bounded grace before the pools stop (EOF, SIGTERM, SIGINT alike).
+                        with anyio.CancelScope(shield=True):
+                            await self.drain_memory_runs()
                         # Each task records why it stopped, kills its process group and writes
                         # its record, shielded, before the group below lets the block end.
                         for pool in self._pools.values():
@@ -79,6 +105,10 @@ class SessionRunner:
                         self._pools.clear()
                         self._owner = None
                         tg.cancel_scope.cancel()
+                        self.memory_runs.clear()
+                        if self._indexes is not None:
+                            self._indexes.close()
+                            self._indexes = None
         except BaseExceptionGroup as group:
             # Background tasks keep their failures to themselves, so a group holds the one
             # error of the block: the caller handles it as it would without the group.
@@ -126,6 +156,42 @@ class SessionRunner:
             self._pools[session.id] = pool
         return pool
 
+    async def drain_memory_runs(self) -> None:
+        """Wait up to memory_exit_wait_seconds for the running memory runs (a surface calls
+        it before it closes its sessions, whose pools would stop them)."""
+        running = [
+            task
+            for session_id, ids in self.memory_runs.items()
+            if (pool := self._pools.get(session_id)) is not None
+            for task_id in ids
+            if (task := pool.get(task_id)) is not None and not task.done.is_set()
+        ]
+        if not running:
+            return
+        self.draining.set()
+        log.info("waiting up to %gs for %d memory run(s)", self.memory_exit_wait_seconds,
+                 len(running))
+        with anyio.move_on_after(self.memory_exit_wait_seconds):
+            for task in running:
+                await task.done.wait()
+
+    def memory_indexes(self) -> SearchIndexes:
+        """The search indexes every memory run of this surface shares (a root indexed once)."""
+        if self._indexes is None:
+            self._indexes = SearchIndexes(
+                self.paths.cache_dir, max_roots=self.cfg.memory.index_max_roots
+            )
+        return self._indexes
+
+    def memory_due(self, session: Session) -> bool:
+        """Whether a user turn of `session` starts a memory run: memory on, a surface with a
+        pool, and an ordinary session (a child, spawned or a memory run, never gets one)."""
+        return (
+            self.cfg.memory.enable
+            and self._owner is not None
+            and not session.record.subagent_run
+        )
+
     def close_pool(self, session_id: str, reason: str = "stopped: the session closed") -> None:
         """Stop the session's background tasks; their cleanup (process groups killed,
         records written) ends in the owner group, which `running()` waits for."""
@@ -134,19 +200,34 @@ class SessionRunner:
             pool.close_nowait(reason)
 
     async def run_turn(
-        self, session: Session, text: str, emit: Emit, *, editor: Editor | None = None
+        self,
+        session: Session,
+        text: str,
+        emit: Emit,
+        *,
+        editor: Editor | None = None,
+        notify_memory: NotifyMemory | None = None,
     ) -> StopReason:
-        """One user turn of an ordinary session on its selected model.
+        """One user turn of an ordinary session on its selected model, with its memory run
+        when memory is on; notify_memory hears the run's memory_run updates.
 
         Raises UnknownModelError for a model id no provider serves, LLMError when the model
         call fails, BundleBusy or OSError when the bundle cannot be written.
         """
         model = self.model_for(session.record.selected_model_id)
-        setup = TurnSetup(
-            tool_context=self.tool_context(session, editor),
-            context=self.turn_context(session),
-        )
-        return await self.engine.run(session, text, model, emit, setup)
+        context = self.turn_context(session)
+        memory: MemoryRun | None = None
+        if self.memory_due(session):
+            memory = MemoryRun(self, session, text, notify_memory, context)
+            context = memory
+        setup = TurnSetup(tool_context=self.tool_context(session, editor), context=context)
+        try:
+            return await self.engine.run(session, text, model, emit, setup)
+        finally:
+            if memory is not None:
+                # Before the prompt's answer: the finished update of a settled run.
+                with anyio.CancelScope(shield=True):
+                    await memory.end_turn()
 
 
 class PoolContext:

@@ -129,7 +129,7 @@ class Subagents:
 
         try:
             task = await self.pool.start_agent(
-                label=f"{agent_name}: {_first_line(prompt)}",
+                label=f"{agent_name}: {first_line(prompt)}",
                 agent_name=agent_name,
                 child_session_id=child.id,
                 body=body,
@@ -146,8 +146,8 @@ class Subagents:
     ) -> str:
         runner = self.runner
         model = runner.model_for(child.record.selected_model_id)
-        await task_log.write(f"task: {_first_line(task_text)}\n")
-        emit = _log_events(task_log)
+        await task_log.write(f"task: {first_line(task_text)}\n")
+        emit = log_events(task_log)
         # The editor knows only the parent: a child's file and terminal requests, and its
         # permission questions, go to it in the parent's name.
         editor = EditorFor(self.editor, self.parent.id) if self.editor is not None else None
@@ -157,14 +157,14 @@ class Subagents:
             context=runner.turn_context(child),
         )
         stop = await runner.engine.run(child, task_text, model, emit, setup)
-        report = _last_reply(child)
+        report = last_reply(child)
         await task_log.write(f"\n{REPORT_HEADER}\n{report or '(no final message)'}\n")
         if stop != "end_turn":
             await task_log.write(f"[the child's turn ended: {stop}]\n")
         return report
 
 
-def _log_events(task_log: TaskLog) -> Callable[[TurnEvent], Awaitable[None]]:
+def log_events(task_log: TaskLog) -> Callable[[TurnEvent], Awaitable[None]]:
     """A child's turn events as its task log's lines (a child never streams to the editor)."""
 
     async def emit(event: TurnEvent) -> None:
@@ -179,12 +179,12 @@ def _log_events(task_log: TaskLog) -> Callable[[TurnEvent], Awaitable[None]]:
             case ToolCallProgress():
                 pass
             case ToolCallFinished():
-                await task_log.write(f"[tool] {event.status}: {_first_line(event.output)}\n")
+                await task_log.write(f"[tool] {event.status}: {first_line(event.output)}\n")
 
     return emit
 
 
-def _last_reply(session: Session) -> str:
+def last_reply(session: Session) -> str:
     for message in reversed(session.messages):
         if message.role == "assistant" and message.content.strip():
             return message.content.strip()
@@ -193,6 +193,6 @@ def _last_reply(session: Session) -> str:
     return ""
 
 
-def _first_line(text: str, limit: int = 60) -> str:
+def first_line(text: str, limit: int = 60) -> str:
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"

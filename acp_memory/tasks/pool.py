@@ -98,6 +98,11 @@ class PoolRefused(Exception):
     """The pool does not take this task now; the message says why, for a model to read."""
 
 
+class TaskFailed(Exception):
+    """Raised by a task's body to fail it with exactly this reason (no exception type in
+    front), e.g. a provider's status and words."""
+
+
 class UnknownTask(LookupError):
     """No task of this session has that id."""
 
@@ -283,6 +288,7 @@ class TaskPool:
         kind_limit: int | None = None,
         queue: bool = False,
         on_finish: Callable[[Task], None] | None = None,
+        agent_system: bool = False,
     ) -> Task:
         """Run a child agent as a task: body(log) runs its turn, writing progress to the log,
         and returns its report (Task.result); an exception fails the task with its message.
@@ -292,7 +298,7 @@ class TaskPool:
         task = self._reserve(
             "agent", label, system=system, counted=counted, kind_limit=kind_limit, queue=queue,
             timeout=self.settings.hard_limit(timeout_seconds, expected_seconds),
-            agent=AgentRef(name=agent_name, session_id=child_session_id),
+            agent=AgentRef(name=agent_name, session_id=child_session_id, system=agent_system),
         )
         if on_finish is not None:
             task.add_done_callback(on_finish)
@@ -570,6 +576,8 @@ class TaskPool:
             reason = task._stop_reason or "stopped: the session's background work ended"
             outcome = _Outcome("stopped", reason)
             raise
+        except TaskFailed as exc:
+            outcome = _Outcome("failed", str(exc))
         except Exception as exc:
             log.warning("background task %s failed: %s", task.id, exc, exc_info=True)
             outcome = _Outcome("failed", f"{type(exc).__name__}: {exc}")

@@ -51,6 +51,9 @@ class AgentRef(BaseModel):
 
     name: str
     session_id: str
+    # The runtime's own child (the memory subagent), told apart from a definition that is
+    # merely named "memory"; written only when true.
+    system: bool = False
 
 
 class TaskRecord(BaseModel):
@@ -84,6 +87,8 @@ class TaskRecord(BaseModel):
         data = self.model_dump(mode="json")
         if self.kind != "agent":
             data.pop("agent")
+        elif isinstance(data.get("agent"), dict) and not data["agent"].get("system"):
+            data["agent"].pop("system", None)
         return data
 
     def elapsed_seconds(self, now: datetime | None = None) -> float | None:

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import anyio
@@ -21,6 +20,7 @@ from acp_memory.sessions.store import Session, SessionStore, load_bundle
 pytestmark = pytest.mark.anyio
 
 WRITER = Path(__file__).with_name("transcript_writer.py")
+READER = Path(__file__).with_name("transcript_reader.py")
 
 
 def _message(i: int, size: int = 40) -> TranscriptMessage:
@@ -61,34 +61,21 @@ async def test_each_append_writes_the_new_message_not_the_whole_transcript(tmp_p
     assert len(stored) == 1504 and stored[-1]["content"].startswith("m1503 ")
 
 
-async def test_a_reader_always_finds_every_message_written_so_far(tmp_path):
+async def test_another_process_reading_always_finds_a_whole_growing_transcript(tmp_path):
     session = _new(tmp_path)
-    done = threading.Event()
-    appended = [0]
-    problems: list[str] = []
-
-    def read_constantly() -> None:
-        while not done.is_set():
-            floor = appended[0]
-            try:
-                count = len(_stored(session.dir))
-            except (OSError, ValueError) as exc:
-                problems.append(f"unreadable: {exc!r}")
-                return
-            if count < floor:
-                problems.append(f"{count} messages on disk after {floor} appends")
-                return
-
-    reader = threading.Thread(target=read_constantly)
-    reader.start()
-    try:
-        for i in range(150):
-            await session.append(_message(i, size=i * 37 % 3000))
-            appended[0] = i + 1
-    finally:
-        done.set()
-        reader.join()
-    assert problems == []
+    stop = tmp_path / "stop"
+    command = [sys.executable, str(READER), str(session.dir / "messages.json"), str(stop)]
+    async with await anyio.open_process(command, stderr=None) as reader:
+        try:
+            for i in range(150):
+                await session.append(_message(i, size=i * 37 % 3000))
+        finally:
+            stop.touch()
+        assert reader.stdout is not None
+        with anyio.fail_after(30):
+            out = b"".join([chunk async for chunk in reader.stdout]).decode()
+            await reader.wait()
+    assert out.startswith("ok "), out
     assert [m["content"].split()[0] for m in _stored(session.dir)] == [f"m{i}" for i in range(150)]
 
 

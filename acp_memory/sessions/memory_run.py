@@ -1,0 +1,432 @@
+"""The memory run of a user turn: the memory subagent as a system task of the session's pool.
+
+Every user turn of an ordinary session with memory.enable starts one run once the message is
+accepted. The run is a child session (bundle under the parent's `subagents/`) on its own
+engine, with the memory tools and nothing else. The turn waits a bounded time for its report
+before the first model call; a report in by then rides in the turn context of every step, one
+that lands later joins from the next step, and nothing is carried into the next turn.
+
+The run lives in the pool (the runner's owner group), not in the turn: a cancelled turn stops
+waiting, never the run. Its task log ends with one line saying what became of the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from acp_memory.engine.prompt import TurnContext
+from acp_memory.engine.turn import TurnContextSource, TurnEngine, TurnSetup
+from acp_memory.llm.registry import ModelHandle
+from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent
+from acp_memory.memory.agent import MemoryLaunch
+from acp_memory.memory.store import MemoryStore
+from acp_memory.sessions.store import Session
+from acp_memory.sessions.subagents import REPORT_HEADER, first_line, last_reply, log_events
+from acp_memory.tasks.log import TaskLog
+from acp_memory.tasks.pool import PoolRefused, Task, TaskFailed
+from acp_memory.tasks.records import LOG_FILE, task_dir
+from acp_memory.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from acp_memory.sessions.runner import SessionRunner
+
+log = logging.getLogger(__name__)
+
+MEMORY_AGENT_NAME = "memory"
+# Turns of a session are serialised, so runs overlap only when turns end faster than runs.
+SESSION_RUNS_IN_FLIGHT = 2
+PROCESS_RUNS_IN_FLIGHT = 16
+# A surface that is told the run's news: the update without its session tag.
+NotifyMemory = Callable[[dict[str, Any]], Awaitable[None]]
+# How long the end of a turn waits for its own memory updates to go out (a stuck client
+# must not hold the prompt's answer for ever).
+SEND_BOUND_SECONDS = 5.0
+
+
+def llm_reason(err: LLMError) -> str:
+    """The provider's failure as the task record and the finished update say it:
+    status, reason phrase and the provider's words (`402 Payment Required: ...`)."""
+    return f"{err.status} {err.message}" if err.status else err.message
+
+
+class ChainProvider:
+    """The memory model chain as one provider: a call that failed before any output moves on
+    to the next model; one that broke after output is not retried here (never stream twice).
+    The first model that answered is kept for the rest of the run."""
+
+    def __init__(self, handles: list[ModelHandle], max_tokens: int) -> None:
+        self.handles = handles
+        self.max_tokens = max_tokens
+        self.name = "memory chain"
+        self._at = 0
+
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        last: LLMError | None = None
+        for index in range(self._at, len(self.handles)):
+            handle = self.handles[index]
+            cfg = handle.config
+            ask = replace(
+                request,
+                model=cfg.upstream_id,
+                max_tokens=min(cfg.max_tokens, self.max_tokens),
+                temperature=cfg.temperature,
+                stream=cfg.stream,
+            )
+            produced = False
+            try:
+                async for event in handle.stream(ask):
+                    produced = True
+                    yield event
+                self._at = index
+                return
+            except LLMError as err:
+                if produced or err.after_output:
+                    raise
+                log.warning("memory model %s failed before any output: %s", handle.model_id, err)
+                last = err
+        assert last is not None
+        raise last
+
+
+class MemoryRun:
+    """The turn's side of one memory run: starts it, waits for it, hands its report to the
+    steps, and tells the surface (started, finished, skipped)."""
+
+    def __init__(
+        self,
+        runner: SessionRunner,
+        session: Session,
+        text: str,
+        notify: NotifyMemory | None,
+        inner: TurnContextSource,
+    ) -> None:
+        self.runner = runner
+        self.session = session
+        self.text = text
+        self.notify = notify
+        self.inner = inner
+        self.task: Task | None = None
+        self.child_id = ""
+        self.report: str | None = None
+        self.delivered_at: str | None = None  # "first request" or "a later step"
+        self.turn_over = False
+        self._steps = 0
+        self._finished_sent = False
+        self._pending: list[anyio.Event] = []
+
+    # -- the turn's context source ---------------------------------------------------------
+
+    async def begin(self) -> None:
+        await self.inner.begin()
+        self.task = await self._start()
+        task = self.task
+        if task is None:
+            return
+        memory = self.runner.cfg.memory
+        wait = min(memory.wait_seconds, task.record.timeout_seconds or memory.timeout_seconds)
+        if wait <= 0:
+            return
+        try:
+            with anyio.move_on_after(wait):
+                await task.done.wait()
+        except anyio.get_cancelled_exc_class():
+            if not task.done.is_set():
+                with anyio.CancelScope(shield=True):
+                    await task.log.write(
+                        "\n[the turn was cancelled and stopped waiting; the memory run goes on]\n"
+                    )
+            raise
+
+    def step(self) -> TurnContext:
+        context = self.inner.step()
+        task = self.task
+        if self.report is None and task is not None and task.done.is_set():
+            report = (task.result or "").strip() if task.record.status == "succeeded" else ""
+            if report:
+                self.report = report
+                self.delivered_at = "first request" if self._steps == 0 else "a later step"
+                self._finished_sent = True
+                self._spawn(self._settled(task, delivered=True))
+        self._steps += 1
+        if self.report is not None:
+            context.memory_report = self.report
+        return context
+
+    async def end_turn(self) -> None:
+        """At the end of the turn, shielded by the caller: the updates still on their way go
+        out, and a run that settled without delivering says so now."""
+        with anyio.move_on_after(SEND_BOUND_SECONDS):
+            for event in list(self._pending):
+                await event.wait()
+        self.turn_over = True
+        task = self.task
+        if task is None:
+            return
+        if task.done.is_set():
+            if not self._finished_sent:
+                self._finished_sent = True
+                await self._settled(task, delivered=False)
+        else:
+            # Its fate is known when it settles; the turn's stream is gone by then.
+            task.add_done_callback(lambda t: self._spawn(self._write_fate(t)))
+
+    # -- starting ----------------------------------------------------------------------------
+
+    async def _start(self) -> Task | None:
+        runner = self.runner
+        runs = runner.memory_runs
+        session_id = self.session.id
+        mine = runs.get(session_id, set())
+        total = sum(len(s) for s in runs.values())
+        reason = None
+        if len(mine) >= runner.memory_session_limit:
+            reason = (
+                f"memory runs in flight for this session: {len(mine)} of "
+                f"{runner.memory_session_limit}"
+            )
+        elif total >= runner.memory_process_limit:
+            reason = (
+                f"memory runs in flight for this process: {total} of "
+                f"{runner.memory_process_limit}"
+            )
+        if reason is not None:
+            log.warning("memory run skipped for %s: %s", session_id, reason)
+            await self._send({"status": "skipped", "reason": reason})
+            return None
+        try:
+            task = await self._launch()
+        except (OSError, PoolRefused) as exc:
+            reason = f"the memory run could not start: {exc}"
+            log.warning("memory run skipped for %s: %s", session_id, reason)
+            await self._send({"status": "skipped", "reason": reason})
+            return None
+        await self._send({"status": "started", "taskId": task.id, "childSessionId": self.child_id})
+        return task
+
+    async def _launch(self) -> Task:
+        runner = self.runner
+        cfg = runner.cfg
+        parent = self.session
+        pool = runner.pool_for(parent)
+        store = MemoryStore.from_config(
+            cfg, runner.paths, Path(parent.record.cwd), indexes=runner.memory_indexes()
+        )
+        launch = MemoryLaunch.prepare(
+            cfg,
+            runner.engine.templates,
+            store,
+            message=self.text,
+            session_mode=parent.record.mode,
+            session_model_id=parent.record.selected_model_id,
+        )
+
+        def create() -> Session:
+            return runner.store.create(
+                cwd=parent.record.cwd,
+                model_id=launch.models[0],
+                parent=parent,
+                subagent_name=MEMORY_AGENT_NAME,
+                subagent_depth=1,
+            )
+
+        try:
+            child = await anyio.to_thread.run_sync(create)
+        except OSError:
+            store.close()
+            raise
+        self.child_id = child.id
+        started: list[Task] = []
+
+        async def body(task_log: TaskLog) -> str:
+            child.record.subagent_task_id = started[0].id
+            try:
+                await child.save_record()
+                return await self._run_child(child, launch, task_log)
+            finally:
+                child.close()
+                store.close()
+
+        in_flight = runner.memory_runs.setdefault(parent.id, set())
+        try:
+            task = await pool.start_agent(
+                label=f"memory: {first_line(self.text)}",
+                agent_name=MEMORY_AGENT_NAME,
+                child_session_id=child.id,
+                body=body,
+                system=True,
+                counted=False,
+                agent_system=True,
+                timeout_seconds=cfg.memory.timeout_seconds,
+                on_finish=self._on_finish,
+            )
+        except PoolRefused:
+            child.close()
+            store.close()
+            raise
+        started.append(task)
+        if not task.done.is_set():
+            in_flight.add(task.id)
+        return task
+
+    async def _run_child(self, child: Session, launch: MemoryLaunch, task_log: TaskLog) -> str:
+        runner = self.runner
+        cfg = runner.cfg
+        handles = [runner.child_model_for(model_id) for model_id in launch.models]
+        chain = ChainProvider(handles, cfg.memory.copilot_max_tokens)
+        first = handles[0]
+        capped = first.config.model_copy(
+            update={"max_tokens": min(first.config.max_tokens, cfg.memory.copilot_max_tokens)}
+        )
+        model = ModelHandle(first.model_id, chain, capped)
+        # Its own engine: the memory templates, no registry tools (the set comes with the
+        # launch), the parent engine's clock.
+        engine = TurnEngine(
+            launch.templates, ToolRegistry(), launch.max_turns, clock=runner.engine.clock
+        )
+        setup = TurnSetup(tools=launch.tools, max_turns=launch.max_turns, template=launch.template)
+        await task_log.write(f"task: {first_line(launch.task)}\n")
+        try:
+            stop = await engine.run(child, launch.task, model, log_events(task_log), setup)
+        except LLMError as err:
+            await task_log.write(f"\n[the memory model failed: {err}]\n")
+            raise TaskFailed(llm_reason(err)) from None
+        report = last_reply(child)
+        await task_log.write(f"\n{REPORT_HEADER}\n{report or '(no final message)'}\n")
+        if stop != "end_turn":
+            await task_log.write(f"[the child's turn ended: {stop}]\n")
+        return report
+
+    # -- settling ----------------------------------------------------------------------------
+
+    def _on_finish(self, task: Task) -> None:
+        runner = self.runner
+        mine = runner.memory_runs.get(self.session.id)
+        if mine is not None:
+            mine.discard(task.id)
+            if not mine:
+                runner.memory_runs.pop(self.session.id, None)
+        record = task.record
+        if record.status != "succeeded":
+            log.warning("memory run %s %s: %s", task.id, record.status, self._reason(task))
+        self._spawn(self._retain())
+
+    async def _settled(self, task: Task, *, delivered: bool) -> None:
+        update: dict[str, Any] = {
+            "status": "finished",
+            "taskId": task.id,
+            "childSessionId": self.child_id,
+            "taskStatus": task.record.status,
+            "durationMs": _duration_ms(task),
+            "delivered": delivered,
+        }
+        if task.record.status != "succeeded":
+            update["reason"] = self._reason(task)
+        await self._send(update)
+        await self._write_fate(task)
+
+    async def _write_fate(self, task: Task) -> None:
+        """The log's last line: what became of the report (written once, after settling)."""
+        record = task.record
+        if self.delivered_at is not None:
+            line = f"report delivered to the turn ({self.delivered_at})"
+        elif record.status == "succeeded":
+            if (task.result or "").strip():
+                line = "turn ended before the report"
+            else:
+                line = "nothing delivered: the run produced no final message"
+        else:
+            line = f"nothing delivered: the run {record.status}: {self._reason(task)}"
+        path = task_dir(self.session.dir, task.id) / LOG_FILE
+        try:
+            await anyio.to_thread.run_sync(_append_line, path, line)
+        except OSError as exc:
+            log.warning("cannot write the delivery line of %s: %s", task.id, exc)
+
+    def _reason(self, task: Task) -> str:
+        record = task.record
+        if record.status == "timed_out":
+            seconds = record.timeout_seconds or 0
+            return f"timed out after {seconds:g}s"
+        if record.status == "stopped":
+            return "stopped"
+        return record.error or record.status
+
+    async def _retain(self) -> None:
+        """memory.keep_runs: the oldest finished memory runs beyond it go, record and child
+        bundle alike."""
+        keep = self.runner.cfg.memory.keep_runs
+        if keep <= 0:
+            return
+        pool = self.runner.pool_for(self.session)
+        try:
+            records = await pool.list(include_system=True)
+        except OSError as exc:
+            log.warning("cannot list the memory runs of %s: %s", self.session.id, exc)
+            return
+        finished = [
+            r
+            for r in records
+            if r.system
+            and r.agent is not None
+            and r.agent.name == MEMORY_AGENT_NAME
+            and r.status not in ("queued", "running")
+        ]
+        for record in finished[: max(len(finished) - keep, 0)]:
+            try:
+                await pool.remove(record.id)
+            except (ValueError, LookupError, OSError):
+                continue
+            assert record.agent is not None
+            child_dir = self.session.subagents_dir() / record.agent.session_id
+            await anyio.to_thread.run_sync(_remove_tree, child_dir)
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    async def _send(self, update: dict[str, Any]) -> None:
+        if self.notify is None:
+            return
+        try:
+            await self.notify(update)
+        except Exception as exc:  # the client's trouble must not fail a turn or a run
+            log.warning("cannot send the memory_run update: %s", exc)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run work in the owner group (step() and done callbacks cannot await); end_turn
+        waits for what was spawned before the turn's answer."""
+        done = anyio.Event()
+        self._pending.append(done)
+
+        async def run() -> None:
+            try:
+                await work
+            except Exception:
+                log.exception("memory run bookkeeping failed")
+            finally:
+                done.set()
+
+        try:
+            self.runner.owner.start_soon(run)
+        except RuntimeError:  # the runner stopped: nothing left to tell
+            work.close()
+            done.set()
+
+
+def _duration_ms(task: Task) -> int:
+    seconds = task.record.elapsed_seconds()
+    return max(int((seconds or 0) * 1000), 0)
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _append_line(path: Path, line: str) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(f"{line}\n")

@@ -1,0 +1,386 @@
+"""The memory run of a user turn: the memory subagent as a system task of the session's pool,
+its report in the turn context, its memory_run updates, its bounds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import pytest
+from engine.turnkit import fake_config, prompt, turn_agent, turn_context_text
+from fakes.httpserver import Recorded
+from fakes.openai_server import FakeOpenAI
+from fakes.script import Reply, call, error, text, tool_calls
+from harness import Editor
+
+from acp_memory.config import Config, Paths
+from acp_memory.config.models import AcpConfig, MemoryConfig, ModelConfig
+from acp_memory.sessions.subagents import REPORT_HEADER
+from acp_memory.tools.base import ToolContext, ToolKind, ToolResult
+
+pytestmark = pytest.mark.anyio
+
+REPORT = "Already on disk:\n- The user's favourite fruit is the mango."
+SIX = ["memory_delete", "memory_list", "memory_mkdir", "memory_read", "memory_save",
+       "memory_search"]
+
+
+class MemoryRoutedOpenAI(FakeOpenAI):
+    """The memory child (the only caller offered memory_search) gets its own script, so the
+    parent's keeps its order whatever the order in which the two ask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.child: list[Reply] = []
+        self.child_requests: list[Recorded] = []
+        self.parent_requests: list[Recorded] = []
+
+    def _next(self, request: Recorded) -> Reply:
+        if "memory_search" in _tools_of(request):
+            self.child_requests.append(request)
+            return self.child.pop(0) if self.child else error(500, "no child reply left")
+        self.parent_requests.append(request)
+        return super()._next(request)
+
+
+def _tools_of(request: Recorded) -> list[str]:
+    return sorted(t["function"]["name"] for t in (request.json or {}).get("tools", []))
+
+
+def memory_config(server: FakeOpenAI, **memory: Any) -> Config:
+    cfg = fake_config(server.base_url)
+    settings: dict[str, Any] = {"enable": True, "wait_seconds": 10}
+    settings.update(memory)
+    cfg.memory = MemoryConfig(**settings)
+    return cfg
+
+
+def memory_updates(ed: Editor) -> list[dict[str, Any]]:
+    """The memory_run payloads the agent sent (the SDK client drops the unknown variant, as
+    a v1 client does, so they are read off the wire)."""
+    out = []
+    for msg in ed.checker.sent:
+        params = msg.get("params") or {}
+        if msg.get("method") == "session/update" and params["update"].get("sessionUpdate") == (
+            "memory_run"
+        ):
+            out.append(params["update"])
+        elif msg.get("method") == "_acp_memory/memory_run":
+            out.append(params)
+    return out
+
+
+def task_dirs(paths: Paths, sid: str) -> list[str]:
+    folder = paths.sessions_dir / sid / "background"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def meta(paths: Paths, sid: str, task_id: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        (paths.sessions_dir / sid / "background" / task_id / "meta.json").read_text()
+    )
+    return data
+
+
+def task_log(paths: Paths, sid: str, task_id: str) -> str:
+    return (paths.sessions_dir / sid / "background" / task_id / "output.log").read_text()
+
+
+async def test_a_turn_runs_the_memory_child_and_its_report_rides_the_first_request(paths):
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [
+            tool_calls(call("memory_search", {"query": "fruit", "scope": "both"})),
+            text(REPORT),
+        ]
+        server.script(text("Mango it is."))
+        async with turn_agent(memory_config(server), paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "What is my favourite fruit?\nsecond line") == "end_turn"
+            updates = memory_updates(ed)
+            streamed = [u for s, u in ed.client.updates if s == sid]
+        assert len(server.child_requests) == 2 and len(server.parent_requests) == 1
+    # Exactly the six memory tools for the child; none of them for the parent.
+    assert _tools_of(server.child_requests[0]) == SIX
+    parent_tools = _tools_of(server.parent_requests[0])
+    assert not set(parent_tools) & set(SIX)
+    assert server.child_requests[0].json["max_tokens"] == 256  # min(model's, copilot cap)
+    # The report rides after the history, never in the system message.
+    first = server.parent_requests[0]
+    assert "## Long-term memory" in turn_context_text(first)
+    assert REPORT.splitlines()[1] in turn_context_text(first)
+    assert REPORT.splitlines()[1] not in first.messages[0]["content"]
+    # The run: a system agent task of the parent's pool, its bundle under subagents/.
+    (task_id,) = task_dirs(paths, sid)
+    record = meta(paths, sid, task_id)
+    child_id = record["agent"]["session_id"]
+    assert record["system"] is True and record["kind"] == "agent"
+    assert record["agent"] == {"name": "memory", "session_id": child_id, "system": True}
+    assert record["label"] == "memory: What is my favourite fruit?"
+    assert record["status"] == "succeeded"
+    child_dir = paths.sessions_dir / sid / "subagents" / child_id
+    child = json.loads((child_dir / "session.json").read_text())
+    assert child["subagentRun"] is True and child["parentSessionId"] == sid
+    assert child["subagentName"] == "memory" and child["subagentTaskId"] == task_id
+    assert child["subagentDepth"] == 1
+    log = task_log(paths, sid, task_id)
+    assert "[tool] Memory Search fruit" in log and REPORT_HEADER in log
+    assert log.rstrip("\n").splitlines()[-1] == "report delivered to the turn (first request)"
+    # The updates, exactly; no child text or tool call on the parent's stream.
+    assert updates == [
+        {"sessionUpdate": "memory_run", "status": "started", "taskId": task_id,
+         "childSessionId": child_id},
+        {"sessionUpdate": "memory_run", "status": "finished", "taskId": task_id,
+         "childSessionId": child_id, "taskStatus": "succeeded",
+         "durationMs": updates[1]["durationMs"], "delivered": True},
+    ]
+    assert not [u for u in streamed if u.session_update in ("tool_call", "tool_call_update")]
+    said = "".join(u.content.text for u in streamed if u.session_update == "agent_message_chunk")
+    assert said == "Mango it is."
+    # Nothing of the report reaches the parent's transcript or session.json.
+    bundle = paths.sessions_dir / sid
+    assert "mango." not in (bundle / "messages.json").read_text()
+    assert "mango." not in (bundle / "session.json").read_text()
+
+
+async def test_ask_mode_gives_the_child_search_list_and_read_only(paths):
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text("(no memory hits)")]
+        server.script(text("ok"))
+        async with turn_agent(memory_config(server), paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            await ed.conn.set_session_mode(session_id=sid, mode_id="ask")
+            assert await prompt(ed, sid, "remember that I like tea") == "end_turn"
+    assert _tools_of(server.child_requests[0]) == ["memory_list", "memory_read", "memory_search"]
+    assert "(no memory hits)" in turn_context_text(server.parent_requests[0])
+
+
+class SettleMemory:
+    """Releases the held memory child and returns once its run has settled: the next step
+    is then the first to see the report."""
+
+    name = "settle_memory"
+    description = "Let the memory run finish."
+    kind: ToolKind = "other"
+    read_only = True
+    parameters: Mapping[str, Any] = {"type": "object", "properties": {}}
+
+    def __init__(self, release: anyio.Event) -> None:
+        self.release = release
+
+    def title(self, args: Mapping[str, Any]) -> str:
+        return "Settle memory"
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        self.release.set()
+        assert ctx.tasks is not None
+        task = ctx.tasks.get("bg_1")
+        assert task is not None
+        await task.done.wait()
+        return ToolResult("settled")
+
+
+async def test_a_late_report_joins_from_the_next_step(paths):
+    release = anyio.Event()
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text(REPORT).stalled_after(0, release)]
+        server.script(tool_calls(call("settle_memory", {})), text("done"))
+        cfg = memory_config(server, wait_seconds=0)
+        async with turn_agent(cfg, paths, SettleMemory(release)) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "anything?") == "end_turn"
+            updates = memory_updates(ed)
+    first_req, second_req = server.parent_requests
+    assert "## Long-term memory" not in turn_context_text(first_req)
+    assert REPORT.splitlines()[1] in turn_context_text(second_req)
+    (task_id,) = task_dirs(paths, sid)
+    assert task_log(paths, sid, task_id).splitlines()[-1] == (
+        "report delivered to the turn (a later step)"
+    )
+    assert updates[-1]["status"] == "finished" and updates[-1]["delivered"] is True
+
+
+async def test_a_402_from_every_model_fails_the_run_and_the_turn_still_answers(paths):
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [error(402, "subscription expired")]
+        server.script(text("answered anyway"))
+        async with turn_agent(memory_config(server), paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "hello") == "end_turn"
+            updates = memory_updates(ed)
+    assert "## Long-term memory" not in turn_context_text(server.parent_requests[0])
+    (task_id,) = task_dirs(paths, sid)
+    reason = "402 Payment Required: subscription expired"
+    record = meta(paths, sid, task_id)
+    assert record["status"] == "failed" and record["error"] == reason
+    finished = updates[-1]
+    assert finished["status"] == "finished" and finished["taskStatus"] == "failed"
+    assert finished["reason"] == reason and finished["delivered"] is False
+    assert task_log(paths, sid, task_id).splitlines()[-1] == (
+        f"nothing delivered: the run failed: {reason}"
+    )
+
+
+async def test_the_chain_falls_back_when_the_first_model_fails_before_output(paths):
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [error(402, "subscription expired"), text(REPORT)]
+        server.script(text("ok"))
+        cfg = memory_config(server, model="fake/cheap")
+        cfg.models.append(ModelConfig(model="fake/cheap", max_tokens=128))
+        async with turn_agent(cfg, paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "hello") == "end_turn"
+    cheap, session_model = server.child_requests
+    assert cheap.json["model"] == "cheap" and cheap.json["max_tokens"] == 128
+    assert session_model.json["model"] != "cheap"
+    assert REPORT.splitlines()[1] in turn_context_text(server.parent_requests[0])
+
+
+async def test_a_run_past_the_session_bound_is_skipped(paths):
+    async with MemoryRoutedOpenAI() as server:
+        server.script(text("ok"))
+        async with turn_agent(memory_config(server), paths) as (ed, agent):
+            agent.runner.memory_runs["other"] = {"bg_9"}  # the process-wide bound counts it
+            agent.runner.memory_session_limit = 0
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "hello") == "end_turn"
+            updates = memory_updates(ed)
+    assert updates == [
+        {"sessionUpdate": "memory_run", "status": "skipped",
+         "reason": "memory runs in flight for this session: 0 of 0"}
+    ]
+    assert server.child_requests == [] and task_dirs(paths, sid) == []
+
+
+async def test_keep_runs_removes_the_oldest_finished_runs_with_their_bundles(paths):
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text("(no memory hits)"), text("(no memory hits)")]
+        server.script(text("one"), text("two"))
+        async with turn_agent(memory_config(server, keep_runs=1), paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "first") == "end_turn"
+            first_child = meta(paths, sid, "bg_1")["agent"]["session_id"]
+            assert await prompt(ed, sid, "second") == "end_turn"
+            with anyio.fail_after(10):
+                while "bg_1" in task_dirs(paths, sid):
+                    await anyio.wait_all_tasks_blocked()
+    assert task_dirs(paths, sid) == ["bg_2"]
+    children = [p.name for p in (paths.sessions_dir / sid / "subagents").iterdir()]
+    assert first_child not in children and len(children) == 1
+
+
+async def test_ext_notification_mode_sends_the_extension_method(paths):
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text("(no memory hits)")]
+        server.script(text("ok"))
+        cfg = memory_config(server)
+        cfg.acp = AcpConfig(memory_run_updates="ext_notification")
+        async with turn_agent(cfg, paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "hello") == "end_turn"
+            methods = [m.get("method") for m in ed.checker.sent]
+            updates = memory_updates(ed)
+    assert [u["status"] for u in updates] == ["started", "finished"]
+    assert all(u["sessionId"] == sid and "sessionUpdate" not in u for u in updates)
+    assert "_acp_memory/memory_run" in methods
+
+
+async def test_a_cancel_during_the_wait_ends_the_wait_not_the_run(paths):
+    release = anyio.Event()
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text(REPORT).stalled_after(0, release)]
+        async with turn_agent(memory_config(server, wait_seconds=60), paths) as (ed, agent):
+            sid = await ed.start_session(paths.cwd)
+            async with anyio.create_task_group() as tg:
+                stops: list[str] = []
+
+                async def run_prompt() -> None:
+                    stops.append(await prompt(ed, sid, "hello"))
+
+                tg.start_soon(run_prompt)
+                with anyio.fail_after(10):
+                    await server.wait_for_requests(1)  # the child is held: the turn waits
+                await ed.conn.cancel(session_id=sid)
+            assert stops == ["cancelled"]
+            task = agent.runner.pool_for(agent._sessions[sid]).get("bg_1")
+            assert task is not None and not task.done.is_set()  # the run goes on
+            release.set()
+            with anyio.fail_after(10):
+                await task.done.wait()
+            assert task.record.status == "succeeded"
+    assert server.parent_requests == []
+    log = task_log(paths, sid, "bg_1")
+    assert "stopped waiting; the memory run goes on" in log
+    assert log.splitlines()[-1] == "turn ended before the report"
+
+
+async def test_stopping_waits_for_a_running_memory_run(paths):
+    release = anyio.Event()
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text(REPORT).stalled_after(0, release)]
+        server.script(text("ok"))
+        async with anyio.create_task_group() as tg:
+            async with turn_agent(memory_config(server, wait_seconds=0), paths) as (ed, agent):
+                runner = agent.runner
+                runner.memory_exit_wait_seconds = 60
+
+                async def release_when_draining() -> None:
+                    await runner.draining.wait()
+                    release.set()
+
+                tg.start_soon(release_when_draining)
+                sid = await ed.start_session(paths.cwd)
+                assert await prompt(ed, sid, "hello") == "end_turn"
+            # End of input: the agent stopped only after the run finished.
+            tg.cancel_scope.cancel()  # a drain that never began must fail, not hang
+    assert meta(paths, sid, "bg_1")["status"] == "succeeded"
+
+
+async def test_no_run_with_memory_off_or_for_a_spawned_child(paths):
+    async with MemoryRoutedOpenAI() as server:
+        server.script(text("off"))
+        cfg = memory_config(server, enable=False)
+        async with turn_agent(cfg, paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "hello") == "end_turn"
+            assert memory_updates(ed) == []
+        assert task_dirs(paths, sid) == [] and server.child_requests == []
+
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text("(no memory hits)")]
+        server.script(
+            tool_calls(call("spawn_agent", {"prompt": "Count the files.", "name": "counter"})),
+            text("3 files."),  # the spawned child: no memory run of its own
+            text("Done."),
+        )
+        async with turn_agent(memory_config(server), paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "delegate it") == "end_turn"
+            updates = memory_updates(ed)
+    assert len(server.child_requests) == 1  # the parent's run only
+    assert [u["status"] for u in updates] == ["started", "finished"]
+    names = [meta(paths, sid, t)["agent"]["name"] for t in task_dirs(paths, sid)]
+    assert sorted(names) == ["counter", "memory"]
+
+
+async def test_the_offline_model_recalls_a_seeded_note_end_to_end(paths):
+    notes = paths.home / "memory"
+    notes.mkdir(parents=True)
+    (notes / "preferences.md").write_text("# Preferences\nThe user's favourite fruit is mango.\n")
+    cfg = Config()
+    cfg.memory = MemoryConfig(enable=True, wait_seconds=30)
+    async with turn_agent(cfg, paths) as (ed, _):
+        sid = await ed.start_session(paths.cwd)
+        assert await prompt(ed, sid, "What is my favourite fruit?") == "end_turn"
+        said = "".join(
+            u.content.text
+            for s, u in ed.client.updates
+            if s == sid and u.session_update == "agent_message_chunk"
+        )
+        updates = memory_updates(ed)
+    assert "From memory:" in said and "mango" in said
+    assert updates[-1]["status"] == "finished" and updates[-1]["delivered"] is True
+    assert task_log(paths, sid, "bg_1").splitlines()[-1] == (
+        "report delivered to the turn (first request)"
+    )
