@@ -1,4 +1,4 @@
-"""The whole config file as pydantic models; defaults follow the seeds and DESIGN.md."""
+"""The config file as pydantic models with their defaults (config.example.yaml documents them)."""
 
 from __future__ import annotations
 
