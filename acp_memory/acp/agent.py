@@ -45,7 +45,6 @@ from acp_memory.sessions.store import (
     BundleError,
     Session,
     SessionNotFound,
-    SessionStore,
     decode_cursor,
     encode_cursor,
 )
@@ -80,7 +79,7 @@ class AcpAgent:
         self.runner = runner
         self.cfg = runner.cfg
         self.paths = runner.paths
-        self.store = SessionStore(runner.paths.sessions_dir)
+        self.store = runner.store  # one store: the runner creates child bundles in it too
         self.peer: Peer | None = None
         self.editor: Editor | None = None  # what the client offers, known after initialize
         self.client_capabilities: dict[str, Any] = {}

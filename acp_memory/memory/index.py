@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from acp_memory.memory.analyze import Query, analyze, document_terms, tokens
 from acp_memory.memory.roots import is_note_name
@@ -312,7 +313,25 @@ class _Open:
     retired: bool = False  # evicted or closed: closed as soon as no search uses it
 
 
-class SearchIndexes:
+class ClosedOnExit:
+    """`with thing:` closes it at the end of the block."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class SearchIndexes(ClosedOnExit):
     """The search indexes of one cache folder, at most `max_roots` of them open at a time.
 
     Opening a root's index past the limit closes the least recently used one (its SQLite
@@ -356,17 +375,6 @@ class SearchIndexes:
             victims = [self._retire_locked(entry) for entry in self._open.values()]
             self._open.clear()
         _close_all(victims)
-
-    def __enter__(self) -> SearchIndexes:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- leases ---------------------------------------------------------------------------------
 

@@ -18,11 +18,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from acp_memory.atomic import write_atomic
 from acp_memory.config import Config, Paths
-from acp_memory.memory.index import DEFAULT_MAX_ROOTS, SearchIndexes
+from acp_memory.memory.index import DEFAULT_MAX_ROOTS, ClosedOnExit, SearchIndexes
 from acp_memory.memory.naming import name_from_title
 from acp_memory.memory.redact import Redaction, redact
 from acp_memory.memory.roots import (
@@ -61,7 +60,7 @@ class DeleteResult:
     notes_removed: int
 
 
-class MemoryStore:
+class MemoryStore(ClosedOnExit):
     """The notes of a global and a project root, with search backed by a cache-folder index."""
 
     def __init__(
@@ -101,17 +100,6 @@ class MemoryStore:
         """Close the search indexes this store opened (shared ones belong to their owner)."""
         if self._owns_indexes:
             self.indexes.close()
-
-    def __enter__(self) -> MemoryStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- reading -------------------------------------------------------------------------------
 

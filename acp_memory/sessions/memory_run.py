@@ -242,13 +242,12 @@ class MemoryRun:
             store.close()
             raise
         self.child_id = child.id
-        started: list[Task] = []
 
-        async def body(task_log: TaskLog) -> str:
-            child.record.subagent_task_id = started[0].id
+        async def body(task: Task) -> str:
+            child.record.subagent_task_id = task.id  # the child's bundle names its task
             try:
                 await child.save_record()
-                return await self._run_child(child, launch, task_log)
+                return await self._run_child(child, launch, task.log)
             finally:
                 child.close()
                 store.close()
@@ -270,7 +269,6 @@ class MemoryRun:
             child.close()
             store.close()
             raise
-        started.append(task)
         if not task.done.is_set():
             in_flight.add(task.id)
         return task

@@ -115,14 +115,12 @@ class Subagents:
             child = await anyio.to_thread.run_sync(create)
         except OSError as exc:
             raise ToolError(f"cannot create the child session: {exc}") from None
-        started: list[Task] = []
 
-        async def body(task_log: TaskLog) -> str:
-            # The pool has named the task by now: the child's bundle records its id.
-            child.record.subagent_task_id = started[0].id
+        async def body(task: Task) -> str:
+            child.record.subagent_task_id = task.id  # the child's bundle names its task
             try:
                 await child.save_record()
-                return await self._run_child(child, task_text, tools, task_log)
+                return await self._run_child(child, task_text, tools, task.log)
             finally:
                 self.runner.close_pool(child.id, "stopped: its subagent ended")
                 child.close()
@@ -138,7 +136,6 @@ class Subagents:
         except PoolRefused as exc:
             child.close()
             raise ToolError(f"the subagent was not started: {exc}") from None
-        started.append(task)
         return task
 
     async def _run_child(

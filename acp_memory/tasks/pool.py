@@ -280,7 +280,7 @@ class TaskPool:
         label: str,
         agent_name: str,
         child_session_id: str,
-        body: Callable[[TaskLog], Awaitable[str]],
+        body: Callable[[Task], Awaitable[str]],
         system: bool = False,
         timeout_seconds: float | None = None,
         expected_seconds: float | None = None,
@@ -290,7 +290,7 @@ class TaskPool:
         on_finish: Callable[[Task], None] | None = None,
         agent_system: bool = False,
     ) -> Task:
-        """Run a child agent as a task: body(log) runs its turn, writing progress to the log,
+        """Run a child agent as a task: body(task) runs its turn, writing progress to task.log,
         and returns its report (Task.result); an exception fails the task with its message.
         kind_limit bounds the counted agent tasks running at once (subagents.max_concurrent).
         PoolRefused when not admitted (unless queue=True)."""
@@ -305,7 +305,7 @@ class TaskPool:
         await self._register(task)
 
         async def run(task: Task) -> _Outcome:
-            task.result = await body(task.log)
+            task.result = await body(task)
             return _Outcome("succeeded")
 
         self._launch(task, run)

@@ -12,8 +12,7 @@ from tasks.procs import GRACE_S, Fifo, assert_gone, pool_in
 
 from acp_memory.tasks import log as task_log
 from acp_memory.tasks import pool as task_pool
-from acp_memory.tasks.log import TaskLog
-from acp_memory.tasks.pool import PoolRefused, PoolSettings, UnknownTask
+from acp_memory.tasks.pool import PoolRefused, PoolSettings, Task, UnknownTask
 from acp_memory.tasks.records import TaskRecord, write_record
 
 pytestmark = pytest.mark.anyio
@@ -131,7 +130,7 @@ async def test_a_full_pool_refuses_model_tasks_and_admits_system_and_uncounted_o
 ):
     go = Fifo(tmp_path / "go")
 
-    async def report(log: TaskLog) -> str:
+    async def report(task: Task) -> str:
         return "done"
 
     async with pool_in(tmp_path, max_concurrent=1) as pool:
@@ -171,7 +170,7 @@ async def test_a_queued_task_starts_when_a_slot_frees_and_its_limit_counts_from_
 
 
 async def test_turned_off_the_pool_refuses_model_tasks_but_runs_system_tasks(tmp_path: Path):
-    async def report(log: TaskLog) -> str:
+    async def report(task: Task) -> str:
         return "recalled"
 
     async with pool_in(tmp_path, enabled=False) as pool:
@@ -188,7 +187,7 @@ async def test_turned_off_the_pool_refuses_model_tasks_but_runs_system_tasks(tmp
 async def test_a_kind_limit_bounds_agent_tasks_apart_from_commands(tmp_path: Path):
     release = anyio.Event()
 
-    async def held(log: TaskLog) -> str:
+    async def held(task: Task) -> str:
         await release.wait()
         return "ok"
 
@@ -209,14 +208,14 @@ async def test_a_kind_limit_bounds_agent_tasks_apart_from_commands(tmp_path: Pat
 async def test_an_agent_task_reports_fails_and_times_out_as_its_body_does(tmp_path: Path):
     ended: list[str] = []
 
-    async def report(log: TaskLog) -> str:
-        await log.write("step 1\n")
+    async def report(task: Task) -> str:
+        await task.log.write("step 1\n")
         return "the report"
 
-    async def broken(log: TaskLog) -> str:
+    async def broken(task: Task) -> str:
         raise RuntimeError("model down")
 
-    async def stuck(log: TaskLog) -> str:
+    async def stuck(task: Task) -> str:
         await anyio.Event().wait()
         return ""
 
@@ -261,7 +260,7 @@ async def test_a_record_left_running_by_an_ended_process_reads_orphaned_and_stay
 
 
 async def test_finished_tasks_are_announced_once_and_system_tasks_never(tmp_path: Path):
-    async def report(log: TaskLog) -> str:
+    async def report(task: Task) -> str:
         return "x"
 
     go = Fifo(tmp_path / "go")

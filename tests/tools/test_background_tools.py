@@ -16,8 +16,7 @@ from tasks.terminal_client import pool_agent
 
 from acp_memory.acp.server import build_engine
 from acp_memory.config import Config, Paths
-from acp_memory.tasks.log import TaskLog
-from acp_memory.tasks.pool import TaskPool
+from acp_memory.tasks.pool import Task, TaskPool
 
 pytestmark = pytest.mark.anyio
 
@@ -105,8 +104,8 @@ async def test_the_model_starts_lists_reads_waits_for_and_stops_background_comma
 async def test_system_tasks_are_hidden_from_the_list_and_their_ids_refused(paths: Paths):
     release = anyio.Event()
 
-    async def memory_run(log: TaskLog) -> str:
-        await log.write("recalling\n")
+    async def memory_run(task: Task) -> str:
+        await task.log.write("recalling\n")
         await release.wait()
         return "report"
 
