@@ -1,4 +1,9 @@
-"""Crash-safe file writes: a temporary file beside the target, fsync, then rename."""
+"""Crash-safe file writes: a temporary file beside the target, fsync, then rename.
+
+`durable=False` keeps the rename (readers still see the old file or the new one, never a part)
+but skips the syncs: for records whose loss in a power cut costs nothing a user wrote, such as
+a memory run's child bundle, on the hot path of every turn.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace path with data so that readers see the old file or the new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -18,18 +23,21 @@ def write_atomic(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
+def write_json_atomic(path: Path, obj: Any, *, durable: bool = True) -> None:
     """Write obj as indented UTF-8 JSON, atomically."""
-    write_atomic(path, json.dumps(obj, ensure_ascii=False, indent=2).encode("utf-8") + b"\n")
+    data = json.dumps(obj, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"
+    write_atomic(path, data, durable=durable)
 
 
 def _fsync_dir(folder: Path) -> None:

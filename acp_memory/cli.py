@@ -9,9 +9,15 @@ import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from acp_memory import __version__
+from acp_memory.printmode.options import (
+    EXIT_CODES_HELP,
+    PrintOptions,
+    add_print_flags,
+    print_flags_without_p,
+)
 
 if TYPE_CHECKING:
     from acp_memory.config import Config, Paths
@@ -37,19 +43,26 @@ defaults:
 
 Without a command, acp-memory serves ACP on stdio, as `acp-memory acp` does.
 `acp-memory COMMAND --help` describes each command.
-"""
+
+""" + EXIT_CODES_HELP
 
 ACP_DESCRIPTION = (
     "Serve the Agent Client Protocol on stdin/stdout (newline-delimited JSON-RPC 2.0, logs on "
     "stderr) until stdin closes. This is what an editor starts; a bare `acp-memory` does the same."
 )
 DEMO_DESCRIPTION = (
-    "Start the agent as an editor would and print a scripted session with it, on the built-in "
-    "offline model: no network, no key. It runs in a throw-away home unless --home names one."
+    "Start the agent as an editor would and show long-term memory at work, on the built-in "
+    "offline model (no network, no key): a note recalled, a fact saved, that fact recalled in a "
+    "fresh session, the memory runs as they happen and their child sessions on disk. It runs in "
+    "a new folder it keeps (--home names another: new, empty, or an earlier demo's)."
 )
 HTTP_DESCRIPTION = (
-    "An HTTP surface on 127.0.0.1. Not available in this version yet: the command only says so "
-    "and exits with status 2."
+    "Serve the HTTP API (sessions and their turns, each session's updates as server-sent "
+    "events, the notes, the background tasks and memory runs, an OpenAI-compatible "
+    "/v1/chat/completions; the OpenAPI document at /openapi.json) until SIGTERM or Ctrl-C, "
+    "which waits up to 15 s for running memory runs. On 127.0.0.1:8080 by default (httpserver "
+    "in the config); an address other machines can reach needs a token, which every request "
+    "must then carry as `Authorization: Bearer <token>`."
 )
 DOCTOR_DESCRIPTION = (
     "Check the config file, the model ids and their providers, and that the home and sessions "
@@ -97,8 +110,15 @@ def _shared_flags(suppress: bool) -> argparse.ArgumentParser:
     return p
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """A usage error is one line on stderr, like every other failure (status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineErrors(
         prog="acp-memory",
         description="An Agent Client Protocol agent on stdio with long-term markdown memory.",
         epilog=EPILOG,
@@ -106,14 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[_shared_flags(suppress=False)],
     )
     parser.add_argument("--version", action="version", version=f"acp-memory {__version__}")
-    parser.add_argument(
-        "-p",
-        "--print",
-        dest="print_text",
-        metavar="TEXT",
-        help="one-shot print mode: run one turn and print the reply",
+    add_print_flags(parser)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     shared = [_shared_flags(suppress=True)]
     sub.add_parser(
         "acp", parents=shared, help="serve ACP on stdio (the default)", description=ACP_DESCRIPTION
@@ -121,14 +137,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "demo",
         parents=shared,
-        help="a scripted session on the offline model",
+        help="long-term memory at work, on the offline model",
         description=DEMO_DESCRIPTION,
     )
-    sub.add_parser(
+    http = sub.add_parser(
         "http",
         parents=shared,
-        help="HTTP surface on 127.0.0.1 (not in this version yet)",
+        help="the HTTP API on 127.0.0.1",
         description=HTTP_DESCRIPTION,
+    )
+    http.add_argument("--host", help="address to listen on (default httpserver.host, 127.0.0.1)")
+    http.add_argument(
+        "--port", type=int, help="port (default httpserver.port, 8080; 0 picks a free one)"
+    )
+    http.add_argument(
+        "--auth-token",
+        metavar="TOKEN",
+        help="bearer token every request must carry (default httpserver.auth_token); required "
+        "off loopback",
     )
     doctor = sub.add_parser(
         "doctor",
@@ -209,6 +235,10 @@ def _main(args: argparse.Namespace) -> int:
 
     command = args.command or "acp"
     serving = command == "acp" and args.print_text is None
+    if args.command is not None and args.print_text is not None:
+        return _usage_error(f"-p runs one turn on its own; it does not go with `{args.command}`")
+    if problem := print_flags_without_p(args):
+        return _usage_error(problem)
     problem = _cwd_problem(args.cwd)
     if problem:
         return _unconfigured(problem) if serving else _usage_error(problem)
@@ -246,7 +276,7 @@ def _main(args: argparse.Namespace) -> int:
     handlers: dict[str, Callable[[], int]] = {
         "acp": lambda: _run_acp(cfg, paths, args),
         "demo": lambda: _run_demo(cfg, paths, args),
-        "http": lambda: _not_yet("http"),
+        "http": lambda: _run_http(cfg, paths, args),
         "notes": lambda: _run_notes(cfg, paths, args),
     }
     return handlers[command]()
@@ -285,9 +315,9 @@ def _cwd_problem(cwd: str | None) -> str | None:
 
 def _run_acp(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
     if args.print_text is not None:
-        from acp_memory.oneshot import run_print_mode
+        from acp_memory.printmode.run import run_print_mode
 
-        return run_print_mode(cfg, paths, args.print_text)
+        return run_print_mode(cfg, paths, PrintOptions.from_args(args))
     from acp_memory.acp.stdio import serve_stdio
 
     if sys.stdin is not None and sys.stdin.isatty():
@@ -302,15 +332,17 @@ def _run_demo(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+def _run_http(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
+    # FastAPI and uvicorn load here only: the ACP agent's cold start never pays for them.
+    from acp_memory.httpserver.serve import run_http
+
+    return run_http(cfg, paths, args.host, args.port, args.auth_token)
+
+
 def _run_notes(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
     from acp_memory.memory.cli import run_notes
 
     return run_notes(args, cfg, paths)
-
-
-def _not_yet(name: str) -> int:
-    print(f"acp-memory {name}: not available in this version yet", file=sys.stderr)
-    return 2
 
 
 def _log_to_file(paths: Paths) -> None:

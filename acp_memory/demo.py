@@ -1,70 +1,93 @@
-"""`acp-memory demo`: spawn the agent as an editor would and print a scripted session."""
+"""`acp-memory demo`: the memory story on the offline model, seen from an editor's side.
+
+The demo starts the agent as an editor does (a subprocess on stdio, the official ACP client)
+in a home folder it keeps: a note written beforehand is recalled, a new fact is saved, and a
+second agent process recalls that fact in a fresh session, where only the disk can hold it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
-import logging
+import json
 import os
+import shlex
 import sys
 import tempfile
-import textwrap
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from acp import RequestError, connect_to_agent, text_block
 from acp.client.connection import ClientSideConnection
 
-SCRIPT = [
-    "Hello! Who are you, and what can you do without a network?",
-    "My favourite fruit is the mango, and this project uses tabs for indentation.",
-    # The offline model calls a tool when a line asks for it, so the loop shows without a key.
-    'What does the project README say?\n/tool read_file {"path": "README.md"}',
-    "What did I tell you two messages ago?",
-]
+from acp_memory.config import Config, ConfigError, Paths, load_config, resolve_paths
+from acp_memory.config.loader import expand
+from acp_memory.config.models import OFFLINE_MODEL_ID
+
+# The first line of the config the demo writes: a home that starts with it is the demo's own.
+MARKER = "# written by `acp-memory demo`"
+DEMO_CONFIG = f"""{MARKER}: the built-in offline model (no provider), memory on.
+# Edit it to run the same story on another model; the demo leaves it as it is from then on.
+memory:
+  enable: true
+  wait_seconds: 10  # the offline memory run takes milliseconds; a real model may need more
+acp:
+  # The official ACP clients drop session/update variants they do not know (memory_run is
+  # one); this extension notification reaches their ext_notification handler instead.
+  memory_run_updates: ext_notification
+"""
+SEED_NAME = "servers.md"
+SEED_NOTE = "# Servers\n\nThe staging server is called bramble.\n"
+SEED_ANSWER = "bramble"
+ASK_SEED = "What is the staging server called?"
+PERSIST = "Remember that my favourite fruit is the mango."
+ASK_NEW = "What is my favourite fruit?"
+NEW_ANSWER = "mango"
+# `_acp_memory/memory_run` as the SDK hands it to ext_notification: without the underscore.
+MEMORY_RUN = "acp_memory/memory_run"
 
 
+class DemoError(Exception):
+    """The story did not happen as told; the message says which part."""
+
+
+@dataclass
 class _PrintingClient:
-    """Prints what the agent streams, one readable line per change of speaker."""
+    """Prints what the agent streams, one readable line per change of speaker, and keeps
+    the agent's text of the current prompt."""
 
-    def __init__(self) -> None:
-        self._open: str | None = None
-        self._titles: dict[str, str] = {}
+    answer: list[str] = field(default_factory=list)
+    runs: list[tuple[str, str]] = field(default_factory=list)  # (session id, task id) started
+    _open: str | None = None
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         kind = update.session_update
-        if kind in ("agent_message_chunk", "user_message_chunk", "agent_thought_chunk"):
-            who = {
-                "agent_message_chunk": "agent",
-                "user_message_chunk": "you",
-                "agent_thought_chunk": "thinking",
-            }[kind]
-            self._say(who, update.content.text)
+        if kind == "agent_message_chunk":
+            self.answer.append(update.content.text)
+            self.say("agent", update.content.text)
         elif kind == "tool_call":
-            self._titles[update.tool_call_id] = update.title
-            self._line(f"  [tool] {update.title} ({update.kind})")
-        elif kind == "tool_call_update":
-            title = self._titles.get(update.tool_call_id, update.tool_call_id)
-            self._line(f"  [tool] {title}: {update.status}")
-        elif kind == "current_mode_update":
-            self._line(f"  [mode] now {update.current_mode_id}")
+            self.line(f"  [tool] {update.title}")
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        self._line(f"  [{method}] {params}")
+        if method == MEMORY_RUN:
+            if params.get("status") == "started":
+                self.runs.append((str(params.get("sessionId")), str(params.get("taskId"))))
+            self.line(f"  [memory] {describe_memory_run(params)}")
 
     async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
         raise RequestError.method_not_found("session/request_permission")
 
-    def _say(self, who: str, text: str) -> None:
+    def say(self, who: str, text: str) -> None:
         if self._open != who:
             self.end()
-            print(f"{who:>6}: ", end="")
+            print(f"{who:>7}: ", end="")
             self._open = who
-        print(text.replace("\n", "\n        "), end="", flush=True)
+        print(text.replace("\n", "\n         "), end="", flush=True)
 
-    def _line(self, text: str) -> None:
+    def line(self, text: str) -> None:
         self.end()
         print(text, flush=True)
 
@@ -74,20 +97,32 @@ class _PrintingClient:
             self._open = None
 
 
+def describe_memory_run(update: dict[str, Any]) -> str:
+    """One readable line for a memory_run update (started, finished or skipped)."""
+    status = update.get("status")
+    task = update.get("taskId", "?")
+    if status == "started":
+        return f"run {task} started: child session {update.get('childSessionId', '?')}"
+    if status == "finished":
+        took = f"{update.get('taskStatus', '?')} in {update.get('durationMs', 0)} ms"
+        reach = "its report reached this turn" if update.get("delivered") else "not delivered"
+        why = f" ({update['reason']})" if update.get("reason") else ""
+        return f"run {task} {took}{why}; {reach}"
+    if status == "skipped":
+        return f"run skipped: {update.get('reason', '?')}"
+    return json.dumps(update)
+
+
 @contextlib.asynccontextmanager
-async def spawn_agent(client: Any, home: Path, cwd: Path) -> AsyncIterator[ClientSideConnection]:
-    """Start `python -m acp_memory` on stdio, as an editor starts an agent server."""
+async def spawn_agent(client: Any, args: list[str]) -> AsyncIterator[ClientSideConnection]:
+    """Start `python -m acp_memory acp ARGS` on stdio, as an editor starts an agent server.
+    (`client` is Any: the SDK's Client protocol lists methods this client never offers.)"""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "acp_memory",
         "acp",
-        "--home",
-        str(home),
-        "--cwd",
-        str(cwd),
-        "--log-level",
-        "warning",
+        *args,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -96,6 +131,7 @@ async def spawn_agent(client: Any, home: Path, cwd: Path) -> AsyncIterator[Clien
     assert proc.stdin is not None and proc.stdout is not None
     conn = connect_to_agent(client, proc.stdin, proc.stdout)
     try:
+        await conn.initialize(protocol_version=1)
         yield conn
     finally:
         proc.stdin.close()  # end of input: the agent finishes and exits by itself
@@ -108,62 +144,186 @@ async def spawn_agent(client: Any, home: Path, cwd: Path) -> AsyncIterator[Clien
             await conn.close()
 
 
-class _DropMemoryRunNoise(logging.Filter):
-    """The SDK client is a v1 client: it logs a memory_run update as an unknown variant and
-    drops it, as Zed does. The demo keeps that log noise off the screen."""
+async def _ask(conn: ClientSideConnection, client: _PrintingClient, sid: str, text: str) -> str:
+    client.answer.clear()
+    client.say("you", text)
+    client.end()
+    await conn.prompt(session_id=sid, prompt=[text_block(text)])
+    client.end()
+    return "".join(client.answer)
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and "memory_run" in str(record.exc_info[1]):
-            return False
-        return True
+
+@dataclass(frozen=True)
+class _Demo:
+    home: Path
+    cwd: Path
+    cfg: Config
+    paths: Paths
+    agent_args: list[str]
+
+    @property
+    def global_root(self) -> Path:
+        from acp_memory.memory.roots import Roots
+
+        return Roots.from_config(self.cfg, self.paths, self.cwd).root_of("global")
 
 
-async def _demo(home: Path, cwd: Path) -> None:
-    client = _PrintingClient()
-    logging.getLogger().addFilter(_DropMemoryRunNoise())
-    print(f"home: {home}\nproject: {cwd}\n")
-    async with spawn_agent(client, home, cwd) as conn:
-        init = await conn.initialize(protocol_version=1)
-        info = init.agent_info
-        print(
-            f"== initialize: {info.name if info else '?'} {info.version if info else ''}, "
-            f"protocol {init.protocol_version}"
-        )
-        new = await conn.new_session(cwd=str(cwd), mcp_servers=[])
-        sid = new.session_id
-        print(f"== session/new: {sid} (mode {new.modes.current_mode_id if new.modes else '?'})\n")
-        for text in SCRIPT:
-            client._say("you", text)
-            client.end()
-            resp = await conn.prompt(session_id=sid, prompt=[text_block(text)])
-            client.end()
-            print(f"  [stop: {resp.stop_reason}]\n")
-        await conn.set_session_mode(session_id=sid, mode_id="ask")
-    print("\n== a new agent process loads the session and replays it:")
-    async with spawn_agent(client, home, cwd) as conn:
-        await conn.initialize(protocol_version=1)
-        await conn.load_session(session_id=sid, cwd=str(cwd), mcp_servers=[])
-        client.end()
-    bundle = home / "sessions" / sid
-    print(f"\n== the bundle on disk: {bundle}")
-    for path in sorted(bundle.rglob("*")):
-        # Dot files are the bundle's machinery (its lock, the transcript's spare copy).
-        if path.is_file() and not path.name.startswith("."):
-            print(f"   {path.relative_to(bundle)} ({path.stat().st_size} bytes)")
-    print(
-        textwrap.dedent("""
-        Done. Point an editor at `acp-memory` (see README: Zed's agent_servers) and add a
-        provider to ~/.acp-memory/config.yaml to talk to a real model.""")
+async def _story(demo: _Demo, client: _PrintingClient) -> list[str]:
+    """The three prompts in two agent processes; the ids of the two sessions."""
+    sessions: list[str] = []
+    print("\n== an editor starts the agent and opens a session")
+    async with spawn_agent(client, demo.agent_args) as conn:
+        sid = (await conn.new_session(cwd=str(demo.cwd), mcp_servers=[])).session_id
+        sessions.append(sid)
+        print(f"   session {sid}")
+        if SEED_ANSWER not in await _ask(conn, client, sid, ASK_SEED):
+            raise DemoError(f"the note global:{SEED_NAME} was not recalled")
+        before = _notes(demo.global_root)
+        await _ask(conn, client, sid, PERSIST)
+    after = _notes(demo.global_root)
+    changed = [p for p, text in after.items() if before.get(p) != text]
+    if changed:
+        print("\n== on disk now, saved by that memory run:")
+    else:
+        changed = [p for p, text in after.items() if NEW_ANSWER in text]
+        if not changed:
+            raise DemoError("the new fact was not saved")
+        print("\n== on disk already, from an earlier demo (so the run saved nothing new):")
+    for path in changed:
+        print(f"   global:{path}: {after[path].strip()}")
+    print("\n== another agent process, a fresh session: no history, only the notes on disk")
+    async with spawn_agent(client, demo.agent_args) as conn:
+        sid = (await conn.new_session(cwd=str(demo.cwd), mcp_servers=[])).session_id
+        sessions.append(sid)
+        print(f"   session {sid}")
+        if NEW_ANSWER not in await _ask(conn, client, sid, ASK_NEW):
+            raise DemoError("the fresh session did not recall the new fact")
+    return sessions
+
+
+def _notes(root: Path) -> dict[str, str]:
+    if not root.is_dir():
+        return {}
+    return {
+        p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
+        for p in sorted(root.rglob("*.md"))
+    }
+
+
+def _print_runs(demo: _Demo, runs: list[tuple[str, str]]) -> None:
+    """Each memory run's child bundle, under its session's subagents/, as session.json says."""
+    print("\n== the memory runs on disk: each a child session under its session's subagents/")
+    shown = ""
+    for sid, task in runs:
+        bundle = demo.paths.sessions_dir / sid
+        if sid != shown:
+            print(f"   {bundle}/")
+            shown = sid
+        for child in sorted((bundle / "subagents").glob("*/session.json")):
+            record = json.loads(child.read_text(encoding="utf-8"))
+            if record.get("subagentTaskId") != task:
+                continue
+            print(
+                f"     {child.relative_to(bundle)}: "
+                f"subagentName {json.dumps(record.get('subagentName'))}, "
+                f"subagentTaskId {json.dumps(task)}"
+            )
+
+
+def _prepare(args: argparse.Namespace) -> _Demo:
+    """The home (a fresh folder unless --home names one) with the demo's config and its seed
+    note; the project folder is --cwd, else `project` beside or inside that home."""
+    if args.home:
+        home = Path(expand(args.home)).absolute()
+        if not _is_demo_home(home):
+            raise DemoError(
+                f"--home {home} is not empty and not a demo home: the demo writes its own "
+                "config and notes there; name a new folder, or leave out --home"
+            )
+        project = home / "project"
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="acp-memory-demo-"))
+        home, project = folder / "home", folder / "project"
+    cwd = Path(expand(args.cwd)).absolute() if args.cwd else project
+    cwd.mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "config.yaml"
+    if not config.exists():
+        config.write_text(DEMO_CONFIG, encoding="utf-8")
+    try:
+        paths = resolve_paths(home=str(home), config=str(config), cwd=str(cwd))
+        cfg = load_config(paths, explicit=True)
+    except ConfigError as exc:
+        raise DemoError(str(exc)) from None
+    paths = resolve_paths(
+        home=str(home), config=str(config), sessions_dir=args.sessions_dir, cwd=str(cwd), cfg=cfg
     )
+    agent_args = ["--home", str(home), "--cwd", str(cwd)]
+    agent_args += ["--log-level", args.log_level or "warning"]
+    if args.sessions_dir:
+        agent_args += ["--sessions-dir", str(paths.sessions_dir)]
+    demo = _Demo(home, cwd, cfg, paths, agent_args)
+    seed = demo.global_root / SEED_NAME
+    seed.parent.mkdir(parents=True, exist_ok=True)
+    seed.write_text(SEED_NOTE, encoding="utf-8")  # as a person would, by hand
+    return demo
+
+
+def _is_demo_home(home: Path) -> bool:
+    """A folder the demo may use: missing, empty, or one it set up before."""
+    if not home.exists():
+        return True
+    if home.is_dir() and not any(home.iterdir()):
+        return True
+    config = home / "config.yaml"
+    try:
+        return config.read_text(encoding="utf-8").startswith(MARKER)
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """Run the scripted session in a throw-away home unless --home names one."""
-    with tempfile.TemporaryDirectory(prefix="acp-memory-demo-") as tmp:
-        home = Path(args.home) if args.home else Path(tmp) / "home"
-        cwd = Path(args.cwd).absolute() if args.cwd else Path(tmp) / "project"
-        if not args.cwd:
-            cwd.mkdir(parents=True)
-            (cwd / "README.md").write_text("# demo project\nIndent with tabs.\n")
-        asyncio.run(_demo(home, cwd))
+    """Run the story in a home the demo keeps, then say how to look at what it left."""
+    if args.config:
+        print(
+            "acp-memory: demo: --config is not used: the demo writes its own config in its "
+            "home (edit that one to try another model)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        demo = _prepare(args)
+    except DemoError as exc:
+        print(f"acp-memory: demo: {exc}", file=sys.stderr)
+        return 2
+    q = shlex.quote
+    model = demo.cfg.default_model_id()
+    on = "the built-in offline model (no network, no key)" if model == OFFLINE_MODEL_ID else model
+    print(f"acp-memory demo: long-term memory, on {on}")
+    print(f"   home     {demo.home}  (kept after the demo)")
+    print(f"   project  {demo.cwd}")
+    print(
+        "Each message starts a memory run: a subagent that searches the notes (or saves to\n"
+        "them when asked) while the turn waits briefly for its report; [memory] lines are its\n"
+        "updates, as the agent sends them."
+    )
+    print(f"\n== a note written by hand before the agent starts: global:{SEED_NAME}")
+    print(f"   {SEED_NOTE.strip().splitlines()[-1]}")
+    client = _PrintingClient()
+    try:
+        sessions = asyncio.run(_story(demo, client))
+    except DemoError as exc:
+        print(f"acp-memory: demo: {exc}", file=sys.stderr)
+        return 1
+    except (RequestError, ConnectionError) as exc:
+        print(f"acp-memory: demo: the agent stopped answering: {exc}", file=sys.stderr)
+        return 1
+    _print_runs(demo, client.runs)
+    print("\n== look at it yourself:")
+    print(f"   acp-memory notes list --home {q(str(demo.home))}")
+    print(f"   ls {q(str(demo.paths.sessions_dir / sessions[0] / 'subagents'))}")
+    saving = [task for sid, task in client.runs if sid == sessions[0]][-1:]
+    for task in saving:
+        log = demo.paths.sessions_dir / sessions[0] / "background" / task / "output.log"
+        print(f"   cat {q(str(log))}   # the log of the run asked to remember")
     return 0

@@ -78,13 +78,15 @@ def check(
             if problem
             else Finding("ok", f"{label} {folder} is writable")
         )
+    # Measured as a launch reads it: without its surrounding blanks.
+    operator_chars = len(cfg.memory.additional_prompt.strip())
     if cfg.memory.additional_prompt_max_chars and (
-        len(cfg.memory.additional_prompt) > cfg.memory.additional_prompt_max_chars
+        operator_chars > cfg.memory.additional_prompt_max_chars
     ):
         findings.append(
             Finding(
                 "warning",
-                "memory.additional_prompt is longer than "
+                f"memory.additional_prompt is {operator_chars} characters, longer than "
                 f"additional_prompt_max_chars ({cfg.memory.additional_prompt_max_chars})"
                 " and will be cut",
             )

@@ -49,6 +49,9 @@ class RecordingClient:
     """
 
     updates: list[tuple[str, Any]] = field(default_factory=list)
+    # available_commands_update by session: the editor's command menu, kept apart from the
+    # conversation's updates.
+    commands: dict[str, list[Any]] = field(default_factory=dict)
     ext: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     permission_answers: list[str | None] = field(default_factory=list)
@@ -57,7 +60,10 @@ class RecordingClient:
     fs_calls: list[tuple[str, str]] = field(default_factory=list)  # (method, path)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        self.updates.append((session_id, update))
+        if update.session_update == "available_commands_update":
+            self.commands[session_id] = update.available_commands
+        else:
+            self.updates.append((session_id, update))
         self.changed.set()
 
     async def request_permission(
@@ -150,6 +156,7 @@ class Editor:
     client: RecordingClient
     checker: WireChecker
     stderr: bytearray = field(default_factory=bytearray)  # a subprocess agent's, as it comes
+    process: asyncio.subprocess.Process | None = None  # a subprocess agent's
 
     async def start_session(self, cwd: Path) -> str:
         await self.conn.initialize(protocol_version=1)
@@ -266,7 +273,7 @@ async def subprocess_agent(
         tg.start_soon(pump)
         tg.start_soon(drain_stderr)
         try:
-            yield Editor(conn, client, checker, stderr)
+            yield Editor(conn, client, checker, stderr, proc)
         finally:
             proc.stdin.close()
             with anyio.fail_after(20):

@@ -32,10 +32,12 @@ from acp_memory.acp.schema import (
     SetSessionModeRequest,
     initialize_response,
 )
-from acp_memory.acp.updates import event_update, replay_updates
+from acp_memory.acp.updates import commands_update, event_update, replay_updates
 from acp_memory.acp.wire import parse_params
+from acp_memory.commands.registry import COMMANDS
 from acp_memory.engine.events import TurnEvent
 from acp_memory.engine.turn import StopReason
+from acp_memory.jsonrpc.connection import after_reply
 from acp_memory.jsonrpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
@@ -123,14 +125,12 @@ class AcpAgent:
         req = parse_params(NewSessionRequest, params)
         cwd = await _workspace(req.cwd)
         servers = [s.stored() for s in req.mcp_servers]
-        create = partial(
-            self.store.create, cwd=cwd, model_id=self.cfg.default_model_id(), mcp_servers=servers
-        )
         try:
-            session = await anyio.to_thread.run_sync(create)
+            session = await self.runner.create_session(cwd, mcp_servers=servers)
         except OSError as exc:
             raise RpcError(INTERNAL_ERROR, f"cannot create the session: {_os_error(exc)}") from None
         self._sessions[session.id] = session
+        self._advertise_commands(session.id)
         return {"sessionId": session.id, **self._session_state(session)}
 
     async def load_session(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -143,6 +143,9 @@ class AcpAgent:
                 await session.save_record()  # only session.json changed
         for update in replay_updates(session.messages):
             await self._update(session.id, update)
+        if not session.record.subagent_run:  # a child is only read, never resumed
+            await self.runner.hooks.start(session, "resume")
+            self._advertise_commands(session.id)
         return self._session_state(session)
 
     async def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -328,6 +331,12 @@ class AcpAgent:
         scope = self._turns.get(req.session_id)
         if scope is not None:
             scope.cancel()
+
+    def _advertise_commands(self, session_id: str) -> None:
+        """The built-in slash commands, sent once the answer is out: an editor drops updates
+        for a session it does not know yet."""
+        update = commands_update(COMMANDS)
+        after_reply(partial(self._update, session_id, update))
 
     async def _memory_run(self, session_id: str, update: dict[str, Any]) -> None:
         """A memory_run update the way acp.memory_run_updates says: a session/update variant

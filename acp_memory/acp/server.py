@@ -14,6 +14,7 @@ from acp_memory.engine.prompt import Templates
 from acp_memory.engine.turn import TurnEngine
 from acp_memory.jsonrpc.connection import Connection
 from acp_memory.llm.registry import ProviderHub
+from acp_memory.memory.direct import DirectMemoryTool
 from acp_memory.sessions.runner import SessionRunner
 from acp_memory.tools.agents import SpawnAgent
 from acp_memory.tools.background import BACKGROUND_TOOLS
@@ -27,8 +28,9 @@ from acp_memory.tools.search import Glob, Grep
 log = logging.getLogger(__name__)
 
 
-def build_engine(cfg: Config) -> TurnEngine:
-    """The turn engine with the configured templates and the main agent's tools."""
+def build_engine(cfg: Config, paths: Paths | None = None) -> TurnEngine:
+    """The turn engine with the configured templates and the main agent's tools; with
+    memory.inline, Kodik's `memory` tool too, whose global root needs `paths`."""
     tools = ToolRegistry(
         [
             ReadFile(),
@@ -43,13 +45,18 @@ def build_engine(cfg: Config) -> TurnEngine:
             SpawnAgent(),
         ]
     )
+    if cfg.memory.inline:
+        if paths is None:
+            raise ValueError("memory.inline needs the home folder's paths for its memory tool")
+        tools.add(DirectMemoryTool(cfg, paths))
     return TurnEngine(Templates(cfg.prompts.dir), tools, cfg.agent.max_turns)
 
 
 def build_runner(cfg: Config, paths: Paths, hub: ProviderHub) -> SessionRunner:
     """The session runner of one surface: engine, models, tool services."""
+    engine = build_engine(cfg, paths)
     return SessionRunner(
-        cfg, paths, build_engine(cfg), hub.model, partial(hub.model, wait_for_limit_reset=False)
+        cfg, paths, engine, hub.model, partial(hub.model, wait_for_limit_reset=False)
     )
 
 
@@ -64,20 +71,32 @@ async def serve(
     cfg: Config,
     paths: Paths,
     agent: AcpAgent | None = None,
+    stop: anyio.Event | None = None,
 ) -> None:
-    """Serve ACP on a pair of byte streams until the input ends."""
+    """Serve ACP on a pair of byte streams until the input ends or `stop` is set (a stop
+    signal: the connection ends at once, the memory runs get their bounded wait)."""
     async with ProviderHub(cfg) as hub:
         agent = agent or build_agent(cfg, paths, hub)
         conn = Connection(receive, send, agent.handlers(), on_input_closed=agent.cancel_all)
         agent.peer = conn
         async with agent.runner.running():
             try:
-                await conn.serve()
+                async with anyio.create_task_group() as front:
+                    if stop is not None:
+                        front.start_soon(_cancel_when_set, stop, front.cancel_scope)
+                    await conn.serve()
+                    front.cancel_scope.cancel()
             finally:
                 with anyio.CancelScope(shield=True):
                     await agent.runner.drain_memory_runs()
                 agent.close()
-    log.info("input closed; agent stopped")
+    if stop is None or not stop.is_set():  # a signal's stop is the user's own: no news
+        log.info("input closed; agent stopped")
+
+
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 async def serve_unconfigured(

@@ -11,6 +11,7 @@ import anyio
 from acp_memory.acp.server import serve, serve_unconfigured
 from acp_memory.config import Config, Paths
 from acp_memory.jsonrpc.fdstream import FdReceiveStream, FdSendStream
+from acp_memory.signals import exit_code, until_signalled
 
 
 def claim_stdio() -> tuple[int, int]:
@@ -28,28 +29,27 @@ def claim_stdio() -> tuple[int, int]:
 
 
 def serve_stdio(cfg: Config, paths: Paths) -> int:
-    """Serve ACP on stdio until stdin closes; returns the exit code."""
-    return _on_stdio(lambda receive, send: serve(receive, send, cfg, paths))
+    """Serve ACP on stdio until stdin closes or SIGTERM/SIGINT; returns the exit code."""
+    return _on_stdio(lambda receive, send, stop: serve(receive, send, cfg, paths, stop=stop))
 
 
 def serve_stdio_unconfigured(problem: str) -> int:
     """Serve ACP on stdio with a config that failed to load: the editor is told why, in the
     answer to its first session request, instead of seeing the server exit."""
-    return _on_stdio(lambda receive, send: serve_unconfigured(receive, send, problem))
+    return _on_stdio(lambda receive, send, _: serve_unconfigured(receive, send, problem))
 
 
 def _on_stdio(
-    serving: Callable[[FdReceiveStream, FdSendStream], Awaitable[None]],
+    serving: Callable[[FdReceiveStream, FdSendStream, anyio.Event], Awaitable[None]],
 ) -> int:
     wire_in, wire_out = claim_stdio()
 
-    async def main() -> None:
+    async def main() -> int:
         receive, send = FdReceiveStream(wire_in), FdSendStream(wire_out)
         try:
-            await serving(receive, send)
+            return exit_code(await until_signalled(lambda stop: serving(receive, send, stop)))
         finally:
             await receive.aclose()
             await send.aclose()
 
-    anyio.run(main)
-    return 0
+    return anyio.run(main)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal, assert_never
 
 from acp_memory.acp.schema import text_content
+from acp_memory.commands.base import Command
 from acp_memory.engine.events import (
     AgentText,
     AgentThought,
@@ -118,7 +119,25 @@ def replay_updates(messages: list[TranscriptMessage]) -> Iterator[dict[str, Any]
                 yield event_update(AgentText(m.content))
             for call in m.tool_calls or ():
                 started[call.id] = event_update(_started(call))
+        elif m.role == "compaction":
+            # /compact's summary, where it was made: after the history it folded.
+            yield event_update(AgentText(m.content))
     yield from started.values()
+
+
+def commands_update(commands: Iterable[Command]) -> dict[str, Any]:
+    """The available_commands_update that advertises the built-in slash commands."""
+    return {
+        "sessionUpdate": "available_commands_update",
+        "availableCommands": [
+            {
+                "name": c.name,
+                "description": c.description,
+                **({"input": {"hint": c.hint}} if c.hint else {}),
+            }
+            for c in commands
+        ],
+    }
 
 
 def _started(call: StoredToolCall) -> ToolCallStarted:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 OFFLINE_MODEL_ID = "offline/default"
 
@@ -89,6 +90,17 @@ class LoggingConfig(Section):
     to_file: bool = False
 
 
+class HttpServerConfig(Section):
+    """`acp-memory http`: where it listens and who may talk to it."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    # Required for a non-loopback bind; when set, every request must carry it as a bearer token.
+    auth_token: str = Field(default="", repr=False)
+    # A request body past this is refused (413) before it is read whole.
+    max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+
+
 class MemoryConfig(Section):
     enable: bool = False
     model: str = ""
@@ -113,6 +125,43 @@ class MemoryConfig(Section):
     index_max_roots: int = Field(default=16, ge=1)
 
 
+class HookCommand(Section):
+    """One hook: a shell command that reads the event as JSON on stdin (Claude Code's shape)."""
+
+    type: Literal["command"] = "command"
+    command: str
+    timeout: float = Field(default=60, gt=0)  # seconds; past it the process group is killed
+
+
+class HookMatcher(Section):
+    # A regex the whole tool name must match (tool events only); "" or "*" matches every tool.
+    matcher: str = ""
+    hooks: list[HookCommand] = Field(default_factory=list)
+
+    @field_validator("matcher")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        if value not in ("", "*"):
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+
+class HooksConfig(Section):
+    """Lifecycle hooks by event, named as Claude Code names them; other events are unknown
+    keys (a doctor finding), so a pasted Claude Code block still loads."""
+
+    SessionStart: list[HookMatcher] = Field(default_factory=list)
+    UserPromptSubmit: list[HookMatcher] = Field(default_factory=list)
+    PreToolUse: list[HookMatcher] = Field(default_factory=list)
+    PostToolUse: list[HookMatcher] = Field(default_factory=list)
+    SubagentStart: list[HookMatcher] = Field(default_factory=list)
+    SubagentStop: list[HookMatcher] = Field(default_factory=list)
+    Stop: list[HookMatcher] = Field(default_factory=list)
+
+
 class Config(Section):
     providers: list[ProviderConfig] = Field(default_factory=list)
     models: list[ModelConfig] = Field(default_factory=list)
@@ -124,6 +173,10 @@ class Config(Section):
     acp: AcpConfig = Field(default_factory=AcpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    httpserver: HttpServerConfig = Field(default_factory=HttpServerConfig)
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
+    # <cwd>/.acp-memory/hooks.yaml runs too: a checked-out repository then runs its commands.
+    hooks_allow_project: bool = False
 
     def model_ids(self) -> list[str]:
         """Every selectable model id; the built-in offline model is always among them."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,18 +41,39 @@ class Templates:
         raise FileNotFoundError(f"prompt template {name} not found in {self._dirs}")
 
 
-def render_system(template: str, *, cwd: str, tools: Sequence[ToolSpec], memory: str) -> str:
-    """Fill {{cwd}}, {{tools}} and {{memory}}; nothing that changes per turn goes in here."""
+# Placeholders a template under prompts.dir may print. A template that uses one gives up the
+# stable cached head: its system message is rendered again at every step with that step's
+# values, and its turn context then carries the memory report alone.
+STEP_PLACEHOLDERS = ("{{now}}", "{{background_tasks}}")
+_SLOT = re.compile(r"\{\{(\w+)\}\}")
+
+
+def is_per_step(template: str) -> bool:
+    """Whether a template prints per-step values ({{now}}, {{background_tasks}})."""
+    return any(slot in template for slot in STEP_PLACEHOLDERS)
+
+
+def render_system(
+    template: str,
+    *,
+    cwd: str,
+    tools: Sequence[ToolSpec],
+    memory: str,
+    step: TurnContext | None = None,
+) -> str:
+    """Fill {{cwd}}, {{tools}} and {{memory}}, and with `step` a per-step template's {{now}}
+    and {{background_tasks}}; the memory report never goes in here."""
     tool_lines = "\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in tools)
     values = {
         "cwd": cwd,
         "tools": tool_lines or "(no tools in this mode)",
         "memory": memory.strip() or "(none yet)",
     }
-    out = template
-    for key, value in values.items():
-        out = out.replace("{{" + key + "}}", value)
-    return out
+    if step is not None:
+        values["now"] = step.time_text()
+        values["background_tasks"] = step.tasks_text()
+    # One pass, so a value that happens to contain "{{now}}" stays as it is.
+    return _SLOT.sub(lambda m: values.get(m[1], m[0]), template)
 
 
 @dataclass
@@ -61,23 +83,48 @@ class TurnContext:
     background_tasks: list[str] = field(default_factory=list)
     memory_report: str | None = None
     now: datetime | None = None
+    # What SessionStart (first turn) and UserPromptSubmit hooks printed, for every step.
+    hook_output: list[str] = field(default_factory=list)
+
+    def time_text(self) -> str:
+        return (self.now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def tasks_text(self) -> str:
+        return "\n".join(f"- {t}" for t in self.background_tasks) or "none running"
 
     def render(self) -> str:
-        now = (self.now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        tasks = "\n".join(f"- {t}" for t in self.background_tasks) or "none running"
         parts = [
             f"{TURN_CONTEXT_OPEN} {TURN_CONTEXT_NOTE}",
             "",
             "## Current time (UTC)",
-            now,
+            self.time_text(),
             "",
             "## Background tasks",
-            tasks,
+            self.tasks_text(),
+            *self._sections(),
         ]
-        if self.memory_report is not None:
-            parts += ["", "## Long-term memory", self.memory_report.strip()]
         parts.append("</turn_context>")
         return "\n".join(parts)
 
+    def _sections(self) -> list[str]:
+        """The parts only some turns have: the hooks' output, then the memory report."""
+        parts: list[str] = []
+        if self.hook_output:
+            parts += ["", "## From hooks", "\n\n".join(self.hook_output)]
+        if self.memory_report is not None:
+            parts += ["", "## Long-term memory", self.memory_report.strip()]
+        return parts
+
     def message(self) -> Message:
         return Message(role="user", content=self.render())
+
+    def memory_message(self) -> Message | None:
+        """The block of a per-step template (its system message has the time and the tasks):
+        the hooks' output and the memory report alone, or no block at all without them."""
+        sections = self._sections()
+        if not sections:
+            return None
+        text = "\n".join(
+            [f"{TURN_CONTEXT_OPEN} {TURN_CONTEXT_NOTE}", *sections, "</turn_context>"]
+        )
+        return Message(role="user", content=text)

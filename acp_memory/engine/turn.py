@@ -19,7 +19,8 @@ from acp_memory.engine.events import (
     ToolCallProgress,
     ToolCallStarted,
 )
-from acp_memory.engine.prompt import Templates, TurnContext, render_system
+from acp_memory.engine.prompt import Templates, TurnContext, is_per_step, render_system
+from acp_memory.hooks.events import SessionHooks
 from acp_memory.llm.provider import closing
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.types import (
@@ -31,10 +32,10 @@ from acp_memory.llm.types import (
     ToolCall,
     ToolCallReady,
 )
-from acp_memory.sessions.model import StoredToolCall, TranscriptMessage
+from acp_memory.sessions.model import StoredToolCall, TranscriptMessage, since_compaction
 from acp_memory.sessions.store import Session
 from acp_memory.tools.base import Diff, ToolContent, ToolContext, ToolResult, TurnCancelled
-from acp_memory.tools.registry import PreparedCall, ToolRegistry, ToolSet
+from acp_memory.tools.registry import MAIN_AGENT_ONLY, PreparedCall, ToolRegistry, ToolSet
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "
 CANCELLED_RESULT = "Error: the tool call was cancelled by the user."
 # The result of a call the turn never started (the editor never saw it either).
 NOT_RUN_RESULT = "Error: the tool call was not run; the turn stopped before it started."
+COMPACTED = "The conversation before this point was compacted (/compact). Its summary:"
 Clock = Callable[[], datetime]
 
 
@@ -78,6 +80,7 @@ class TurnSetup:
     context: TurnContextSource = field(default_factory=PlainContext)
     max_turns: int | None = None
     template: str | None = None  # default "<mode>.md"
+    hooks: SessionHooks | None = None  # UserPromptSubmit, PreToolUse, PostToolUse, Stop
 
 
 class TurnEngine:
@@ -100,16 +103,17 @@ class TurnEngine:
         return self.tools.for_mode(session.record.mode)
 
     async def system_prompt(
-        self, session: Session, tools: ToolSet | None = None, template: str | None = None
+        self,
+        session: Session,
+        tools: ToolSet | None = None,
+        template: str | None = None,
+        context: TurnContext | None = None,
     ) -> str:
-        """The system message: stable across every request of a session in one mode."""
-        record = session.record
-        # Re-read every step so hand edits apply; off the event loop like every file read.
-        text = await anyio.to_thread.run_sync(
-            self.templates.load, template or f"{record.mode}.md", abandon_on_cancel=True
-        )
-        specs = (tools or self.tools_for(session)).specs()
-        return render_system(text, cwd=record.cwd, tools=specs, memory=record.agent_memory)
+        """The system message: the session's inline memory snapshot, then its template
+        rendered. Stable across every request of a session in one mode, unless the template
+        prints per-step values: `context` (default: the clock alone) fills those."""
+        text = await self._template(session, template)
+        return self._render_system(session, text, tools or self.tools_for(session), context)
 
     async def build_request(
         self,
@@ -119,12 +123,35 @@ class TurnEngine:
         tools: ToolSet | None = None,
         template: str | None = None,
     ) -> ChatRequest:
-        """System, then the whole history, then the turn context as the last user message."""
+        """System, then the whole history, then the turn context as the last user message
+        (with a per-step template: the memory report alone, or nothing)."""
         tools = tools or self.tools_for(session)
-        system = await self.system_prompt(session, tools, template)
-        history = [to_llm_message(m) for m in session.messages]
-        messages = [Message("system", system), *history, context.message()]
-        return model.request(messages, tools=tools.specs(), cache_prefix_len=len(messages) - 1)
+        text = await self._template(session, template)
+        system = self._render_system(session, text, tools, context)
+        history = [to_llm_message(m) for m in since_compaction(session.messages)]
+        messages = [Message("system", system), *history]
+        prefix = len(messages)
+        tail = context.memory_message() if is_per_step(text) else context.message()
+        if tail is not None:
+            messages.append(tail)
+        return model.request(messages, tools=tools.specs(), cache_prefix_len=prefix)
+
+    async def _template(self, session: Session, template: str | None) -> str:
+        # Re-read every step so hand edits apply; off the event loop like every file read.
+        return await anyio.to_thread.run_sync(
+            self.templates.load, template or f"{session.record.mode}.md", abandon_on_cancel=True
+        )
+
+    def _render_system(
+        self, session: Session, text: str, tools: ToolSet, context: TurnContext | None
+    ) -> str:
+        record = session.record
+        step = (context or TurnContext(now=self.clock())) if is_per_step(text) else None
+        body = render_system(
+            text, cwd=record.cwd, tools=tools.specs(), memory=record.agent_memory, step=step
+        )
+        # First, so the notes sit at the head of the cached prefix; frozen at session/new.
+        return f"{record.inline_memory}\n\n{body}" if record.inline_memory else body
 
     async def run(
         self,
@@ -137,22 +164,37 @@ class TurnEngine:
         """One user turn; the transcript is persisted after every message, even on cancel."""
         setup = setup or TurnSetup()
         tools = setup.tools or self.tools_for(session)
+        if session.record.subagent_run:
+            # Children (spawn_agent and memory runs alike) never get the main agent's own tools.
+            tools = tools.without(MAIN_AGENT_ONLY)
         base = setup.tool_context or _tool_context(session)
+        hooks = setup.hooks
+        if hooks is not None and (blocked := await hooks.prompt_submitted(user_text)):
+            # Refused before it is recorded: no transcript entry, no model call, no memory run.
+            await emit(AgentText(blocked))
+            return "refusal"
         await session.append(TranscriptMessage(role="user", content=user_text))
         await setup.context.begin()
+        stop: StopReason = "max_turn_requests"
         for _ in range(setup.max_turns or self.max_turns):
             context = setup.context.step()  # rebuilt at every step: fresh time, tasks, memory
             if context.now is None:
                 context.now = self.clock()
+            if hooks is not None:
+                context.hook_output = hooks.context
             reply = await self._step(session, model, emit, context, tools, setup.template, base)
             if reply.calls:
-                if not await self._run_tools(session, reply.calls, emit, tools, base):
+                if not await self._run_tools(session, reply.calls, emit, tools, base, hooks):
                     return "cancelled"
                 continue
             if reply.finish == "length":
-                return "max_tokens"
-            return "refusal" if reply.finish == "refusal" else "end_turn"
-        return "max_turn_requests"
+                stop = "max_tokens"
+            else:
+                stop = "refusal" if reply.finish == "refusal" else "end_turn"
+            break
+        if hooks is not None:
+            await hooks.stopped(stop)
+        return stop
 
     async def _step(
         self,
@@ -202,6 +244,7 @@ class TurnEngine:
         emit: Emit,
         tools: ToolSet,
         base: ToolContext,
+        hooks: SessionHooks | None = None,
     ) -> bool:
         """Run the calls in order; False when the user cancelled the turn from inside one."""
         pending = list(calls)
@@ -225,8 +268,14 @@ class TurnEngine:
                         prepared.locations(ctx),
                     )
                 )
+                name, args = prepared.call.name, prepared.raw_input
+                blocked = await hooks.pre_tool(name, args) if hooks is not None else None
                 try:
-                    result = await tools.run(prepared, ctx)
+                    if blocked is not None:
+                        text = f"Error: a PreToolUse hook blocked this call: {blocked}"
+                        result = ToolResult(text, is_error=True)
+                    else:
+                        result = await tools.run(prepared, ctx)
                 except TurnCancelled as exc:
                     cancelled = True
                     result = ToolResult(f"Error: {exc or CANCELLED_RESULT}", is_error=True)
@@ -253,6 +302,8 @@ class TurnEngine:
                 )
                 if cancelled:
                     break
+                if hooks is not None and blocked is None:
+                    await hooks.post_tool(name, args, result.text, result.is_error)
         finally:
             # Providers refuse a history where a tool call has no result.
             for prepared in pending:
@@ -318,4 +369,6 @@ def to_llm_message(m: TranscriptMessage) -> Message:
         return Message("assistant", m.content, tool_calls=calls)
     if m.role == "tool":
         return Message("tool", m.content, tool_call_id=m.tool_call_id, name=m.name)
+    if m.role == "compaction":
+        return Message("user", f"{COMPACTED}\n\n{m.content}")
     return Message("user", m.content)

@@ -15,6 +15,7 @@ import logging
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -51,6 +52,20 @@ _REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 # Made once: json.dumps with any option builds a new encoder per call.
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _ENCODE_ASCII = json.JSONEncoder(separators=(",", ":")).encode
+# Work the request being handled asked to run once its answer is queued (after_reply).
+_AFTER_REPLY: ContextVar[list[Callable[[], Awaitable[None]]] | None] = ContextVar(
+    "_AFTER_REPLY", default=None
+)
+
+
+def after_reply(work: Callable[[], Awaitable[None]]) -> None:
+    """Run `work` once the answer to the request being handled is queued: a notification
+    the peer can only place once it has that answer (a handler's own messages go out before
+    it). Outside a request handler, RuntimeError."""
+    pending = _AFTER_REPLY.get()
+    if pending is None:
+        raise RuntimeError("after_reply() outside a request handler")
+    pending.append(work)
 
 
 class _Pending:
@@ -328,6 +343,8 @@ class Connection:
     async def _dispatch(self, item: _Waiting) -> None:
         message = item.message
         response: Any = None
+        after: list[Callable[[], Awaitable[None]]] = []
+        _AFTER_REPLY.set(after)  # this task's own context; the handler's task copies it
         try:
             try:
                 # One request at a time: jsonrpcserver gathers a batch without bound, so
@@ -348,6 +365,11 @@ class Connection:
                 item.batch.remaining -= 1
                 if not item.batch.remaining:
                     await self._post_batch(item.batch)
+            for work in after:
+                try:
+                    await work()
+                except Exception:
+                    log.exception("failed to finish a request after its answer")
         finally:
             self._budget.release(item.size)
             self._admit()

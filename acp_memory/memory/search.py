@@ -54,6 +54,24 @@ def search_notes(
     return hits
 
 
+def marked(text: str, query: str) -> list[tuple[str, bool]]:
+    """`text` cut into runs, each flagged when it matches one of the query's terms, as the
+    search ranks them (a stem matches the words it begins)."""
+    terms = parse_query(query).terms
+    if not terms:
+        return [(text, False)] if text else []
+    runs: list[tuple[str, bool]] = []
+    pos = 0
+    for match in _highlight_pattern(terms).finditer(text):
+        if match.start() > pos:
+            runs.append((text[pos : match.start()], False))
+        runs.append((match.group(), True))
+        pos = match.end()
+    if pos < len(text):
+        runs.append((text[pos:], False))
+    return runs
+
+
 def _highlight_pattern(terms: list[str]) -> re.Pattern[str]:
     # Stems are word prefixes ("кошк" finds "кошками"); '_' in a term also matches '-'.
     alternatives = sorted({re.escape(t).replace("_", "[_-]") for t in terms}, key=len, reverse=True)

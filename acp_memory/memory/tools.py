@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
@@ -69,13 +70,15 @@ def format_hits(query: str, hits: list[Hit], where: str) -> str:
     return "\n".join(parts)
 
 
-def format_save(result: SaveResult) -> str:
-    """Says "updated" when a note was replaced, so an update is never taken for a new note."""
+def format_save(result: SaveResult, shown: str | None = None) -> str:
+    """Says "updated" when a note was replaced, so an update is never taken for a new note;
+    `shown` names the note as the caller addressed it (default: its scope:path)."""
+    path = shown or result.path
     if result.updated:
-        line = (f"updated {result.path}: replaced the existing note "
+        line = (f"updated {path}: replaced the existing note "
                 f"({result.previous_size} bytes) with {result.size} bytes.")
     else:
-        line = f"saved new note {result.path} ({result.size} bytes)."
+        line = f"saved new note {path} ({result.size} bytes)."
     summary = result.redaction.summary()
     return f"{line}\n{summary}" if summary else line
 
@@ -97,21 +100,25 @@ class MemoryTool:
         return f"Memory {verb} {args.get(self.title_arg, '')}".rstrip()
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        try:
-            # Search may (re)build the index and every write waits on a file lock: keep the
-            # event loop free.
-            # A cancelled read is abandoned at once; a write runs to its end, so a note is
-            # either saved whole or not at all, never left to a thread nobody waits for.
-            text = await anyio.to_thread.run_sync(
-                self.handler, args, abandon_on_cancel=self.read_only
-            )
-        except (NoteError, MemoryPathError) as exc:
-            return ToolResult(f"Error: {exc}", is_error=True)
-        except OSError as exc:
-            return ToolResult(f"Error: {self.name} failed: {exc.strerror or exc}", is_error=True)
-        except (ValueError, RuntimeError) as exc:  # e.g. text no file system can hold
-            return ToolResult(f"Error: {self.name} failed: {exc}", is_error=True)
-        return ToolResult(text)
+        return await run_note_work(self.name, partial(self.handler, args), self.read_only)
+
+
+async def run_note_work(name: str, work: Callable[[], str], read_only: bool) -> ToolResult:
+    """A memory tool's work on a worker thread; a refused or failed operation becomes a tool
+    error the model reads."""
+    try:
+        # Search may (re)build the index and every write waits on a file lock: keep the
+        # event loop free.
+        # A cancelled read is abandoned at once; a write runs to its end, so a note is
+        # either saved whole or not at all, never left to a thread nobody waits for.
+        text = await anyio.to_thread.run_sync(work, abandon_on_cancel=read_only)
+    except (NoteError, MemoryPathError) as exc:
+        return ToolResult(f"Error: {exc}", is_error=True)
+    except OSError as exc:
+        return ToolResult(f"Error: {name} failed: {exc.strerror or exc}", is_error=True)
+    except (ValueError, RuntimeError) as exc:  # e.g. text no file system can hold
+        return ToolResult(f"Error: {name} failed: {exc}", is_error=True)
+    return ToolResult(text)
 
 
 def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:

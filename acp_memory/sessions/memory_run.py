@@ -16,6 +16,7 @@ import logging
 import shutil
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,15 +24,17 @@ import anyio
 
 from acp_memory.engine.prompt import TurnContext
 from acp_memory.engine.turn import TurnContextSource, TurnEngine, TurnSetup
+from acp_memory.hooks.events import Subagent
 from acp_memory.llm.registry import ModelHandle
-from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent
+from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent, status_phrase
 from acp_memory.memory.agent import MemoryLaunch
 from acp_memory.memory.store import MemoryStore
+from acp_memory.sessions.model import new_session_id
 from acp_memory.sessions.store import Session
-from acp_memory.sessions.subagents import REPORT_HEADER, first_line, last_reply, log_events
+from acp_memory.sessions.subagents import REPORT_HEADER, first_line, log_events
 from acp_memory.tasks.log import TaskLog
 from acp_memory.tasks.pool import PoolRefused, Task, TaskFailed
-from acp_memory.tasks.records import LOG_FILE, task_dir
+from acp_memory.tasks.records import LOG_FILE, TaskRecord, task_dir
 from acp_memory.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -53,7 +56,23 @@ SEND_BOUND_SECONDS = 5.0
 def llm_reason(err: LLMError) -> str:
     """The provider's failure as the task record and the finished update say it:
     status, reason phrase and the provider's words (`402 Payment Required: ...`)."""
-    return f"{err.status} {err.message}" if err.status else err.message
+    if not err.status:
+        return err.message
+    # An HTTP error's message opens with its phrase; an error event inside a stream's not.
+    phrase, message = status_phrase(err.status), err.message
+    if phrase and not message.startswith(phrase):
+        message = f"{phrase}: {message}" if message else phrase
+    return f"{err.status} {message}"
+
+
+def run_reason(record: TaskRecord) -> str:
+    """Why a run that did not succeed ended, as its finished update says it: the provider's
+    failure, `timed out after 300s`, or `stopped`."""
+    if record.status == "timed_out":
+        return f"timed out after {record.timeout_seconds or 0:g}s"
+    if record.status == "stopped":
+        return "stopped"
+    return record.error or record.status
 
 
 class ChainProvider:
@@ -116,6 +135,7 @@ class MemoryRun:
         self.child_id = ""
         self.report: str | None = None
         self.delivered_at: str | None = None  # "first request" or "a later step"
+        self.skipped: str | None = None  # why the run did not start
         self.turn_over = False
         self._steps = 0
         self._finished_sent = False
@@ -134,7 +154,7 @@ class MemoryRun:
         if wait <= 0:
             return
         try:
-            with anyio.move_on_after(wait):
+            with self.runner.clock.move_on_after(wait):
                 await task.done.wait()
         except anyio.get_cancelled_exc_class():
             if not task.done.is_set():
@@ -177,6 +197,30 @@ class MemoryRun:
             # Its fate is known when it settles; the turn's stream is gone by then.
             task.add_done_callback(lambda t: self._spawn(self._write_fate(t)))
 
+    async def reply(self) -> str:
+        """A run whose report is a command's reply (/remember, /forget) rather than a turn's
+        context: started as a turn's is, awaited to its end (its timeout bounds it), then
+        its report, or one line saying why there is none."""
+        task = self.task = await self._start()
+        if task is None:
+            return f"No memory run: {self.skipped}."
+        try:
+            await task.done.wait()
+            report = (task.result or "").strip() if task.record.status == "succeeded" else ""
+            if report:
+                self.report = report
+                self.delivered_at = "as the command's reply"
+                self._finished_sent = True
+                await self._settled(task, delivered=True)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.end_turn()
+        if self.report is not None:
+            return self.report
+        if task.record.status == "succeeded":
+            return "The memory run produced no report."
+        return f"The memory run {task.record.status}: {run_reason(task.record)}."
+
     # -- starting ----------------------------------------------------------------------------
 
     async def _start(self) -> Task | None:
@@ -198,14 +242,16 @@ class MemoryRun:
             )
         if reason is not None:
             log.warning("memory run skipped for %s: %s", session_id, reason)
+            self.skipped = reason
             await self._send({"status": "skipped", "reason": reason})
             return None
         try:
             task = await self._launch()
         except (OSError, PoolRefused) as exc:
+            # Not a bound: the log says why, the wire says nothing (skipped is the bounds').
             reason = f"the memory run could not start: {exc}"
             log.warning("memory run skipped for %s: %s", session_id, reason)
-            await self._send({"status": "skipped", "reason": reason})
+            self.skipped = reason
             return None
         await self._send({"status": "started", "taskId": task.id, "childSessionId": self.child_id})
         return task
@@ -227,26 +273,27 @@ class MemoryRun:
             session_model_id=parent.record.selected_model_id,
         )
 
-        def create() -> Session:
-            return runner.store.create(
+        # The bundle is made by the task, once its id is known: session.json is written once.
+        self.child_id = child_id = new_session_id()
+
+        async def body(task: Task) -> str:
+            create = partial(
+                runner.store.create,
                 cwd=parent.record.cwd,
                 model_id=launch.models[0],
                 parent=parent,
+                session_id=child_id,
                 subagent_name=MEMORY_AGENT_NAME,
                 subagent_depth=1,
+                subagent_task_id=task.id,
+                durable=False,  # a record of the run on every turn's path; notes stay synced
             )
-
-        try:
-            child = await anyio.to_thread.run_sync(create)
-        except OSError:
-            store.close()
-            raise
-        self.child_id = child.id
-
-        async def body(task: Task) -> str:
-            child.record.subagent_task_id = task.id  # the child's bundle names its task
             try:
-                await child.save_record()
+                child = await anyio.to_thread.run_sync(create)
+            except OSError as exc:
+                store.close()
+                raise TaskFailed(f"cannot create the child session: {exc}") from None
+            try:
                 return await self._run_child(child, launch, task.log)
             finally:
                 child.close()
@@ -257,7 +304,7 @@ class MemoryRun:
             task = await pool.start_agent(
                 label=f"memory: {first_line(self.text)}",
                 agent_name=MEMORY_AGENT_NAME,
-                child_session_id=child.id,
+                child_session_id=child_id,
                 body=body,
                 system=True,
                 counted=False,
@@ -266,7 +313,6 @@ class MemoryRun:
                 on_finish=self._on_finish,
             )
         except PoolRefused:
-            child.close()
             store.close()
             raise
         if not task.done.is_set():
@@ -288,14 +334,21 @@ class MemoryRun:
         engine = TurnEngine(
             launch.templates, ToolRegistry(), launch.max_turns, clock=runner.engine.clock
         )
-        setup = TurnSetup(tools=launch.tools, max_turns=launch.max_turns, template=launch.template)
+        # Hooks fire inside the child as in any turn, its payloads saying "kind": "memory".
+        subagent = Subagent(MEMORY_AGENT_NAME, child.id, "memory")
+        setup = TurnSetup(
+            tools=launch.tools,
+            max_turns=launch.max_turns,
+            template=launch.template,
+            hooks=await runner.hooks.for_child(child, subagent),
+        )
         await task_log.write(f"task: {first_line(launch.task)}\n")
         try:
             stop = await engine.run(child, launch.task, model, log_events(task_log), setup)
         except LLMError as err:
             await task_log.write(f"\n[the memory model failed: {err}]\n")
             raise TaskFailed(llm_reason(err)) from None
-        report = last_reply(child)
+        report = final_message(child)
         await task_log.write(f"\n{REPORT_HEADER}\n{report or '(no final message)'}\n")
         if stop != "end_turn":
             await task_log.write(f"[the child's turn ended: {stop}]\n")
@@ -312,7 +365,7 @@ class MemoryRun:
                 runner.memory_runs.pop(self.session.id, None)
         record = task.record
         if record.status != "succeeded":
-            log.warning("memory run %s %s: %s", task.id, record.status, self._reason(task))
+            log.warning("memory run %s %s: %s", task.id, record.status, run_reason(task.record))
         self._spawn(self._retain())
 
     async def _settled(self, task: Task, *, delivered: bool) -> None:
@@ -325,7 +378,7 @@ class MemoryRun:
             "delivered": delivered,
         }
         if task.record.status != "succeeded":
-            update["reason"] = self._reason(task)
+            update["reason"] = run_reason(task.record)
         await self._send(update)
         await self._write_fate(task)
 
@@ -339,22 +392,17 @@ class MemoryRun:
                 line = "turn ended before the report"
             else:
                 line = "nothing delivered: the run produced no final message"
+        elif record.status == "timed_out":
+            line = f"nothing delivered: the run {run_reason(task.record)}"  # timed out after 300s
+        elif record.status == "stopped":
+            line = "nothing delivered: the run was stopped"
         else:
-            line = f"nothing delivered: the run {record.status}: {self._reason(task)}"
+            line = f"nothing delivered: the run failed: {run_reason(task.record)}"
         path = task_dir(self.session.dir, task.id) / LOG_FILE
         try:
             await anyio.to_thread.run_sync(_append_line, path, line)
         except OSError as exc:
             log.warning("cannot write the delivery line of %s: %s", task.id, exc)
-
-    def _reason(self, task: Task) -> str:
-        record = task.record
-        if record.status == "timed_out":
-            seconds = record.timeout_seconds or 0
-            return f"timed out after {seconds:g}s"
-        if record.status == "stopped":
-            return "stopped"
-        return record.error or record.status
 
     async def _retain(self) -> None:
         """memory.keep_runs: the oldest finished memory runs beyond it go, record and child
@@ -402,18 +450,32 @@ class MemoryRun:
         self._pending.append(done)
 
         async def run() -> None:
-            try:
-                await work
-            except Exception:
-                log.exception("memory run bookkeeping failed")
-            finally:
-                done.set()
+            # Shielded and bounded: a run stopped as the agent stops still gets its last
+            # line, and a stuck client cannot hold the stop.
+            with anyio.CancelScope(shield=True) as scope:
+                scope.deadline = anyio.current_time() + SEND_BOUND_SECONDS
+                try:
+                    await work
+                except Exception:
+                    log.exception("memory run bookkeeping failed")
+                finally:
+                    done.set()
 
         try:
             self.runner.owner.start_soon(run)
         except RuntimeError:  # the runner stopped: nothing left to tell
             work.close()
             done.set()
+
+
+def final_message(child: Session) -> str:
+    """The child's report: the text of the message that ended its turn. Narration beside
+    tool calls is not a report, so a child that ran out of rounds, or ended on an empty
+    answer, has none."""
+    last = child.messages[-1] if child.messages else None
+    if last is None or last.role != "assistant" or last.tool_calls:
+        return ""
+    return last.content.strip()
 
 
 def _duration_ms(task: Task) -> int:

@@ -35,6 +35,9 @@ class SessionRecord(CamelModel):
     updated_at: str = Field(default_factory=utc_now)
     agent_memory: str = ""
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    # memory.inline: the notes as loaded at session/new, the head of every system message;
+    # frozen for the session so the cached prefix stays stable (top-level sessions only).
+    inline_memory: str | None = None
     # Child bundles only.
     subagent_run: bool | None = None
     parent_session_id: str | None = None
@@ -53,9 +56,10 @@ class StoredToolCall(CamelModel):
 
 
 class TranscriptMessage(CamelModel):
-    """One entry of messages.json: a user message, an assistant reply, or a tool result."""
+    """One entry of messages.json: a user message, an assistant reply, a tool result, or a
+    compaction marker (/compact) whose content is the summary of everything before it."""
 
-    role: Literal["user", "assistant", "tool"]
+    role: Literal["user", "assistant", "tool", "compaction"]
     content: str = ""
     reasoning: str | None = None
     tool_calls: list[StoredToolCall] | None = None
@@ -65,6 +69,15 @@ class TranscriptMessage(CamelModel):
     locations: list[str] | None = None
     content_extra: list[dict[str, Any]] | None = None  # diffs, terminals: as the editor saw them
     created_at: str = Field(default_factory=utc_now)
+
+
+def since_compaction(messages: list[TranscriptMessage]) -> list[TranscriptMessage]:
+    """What a request starts from: the last compaction marker and what follows it (the
+    folded messages stay on disk), or the whole transcript when it was never compacted."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "compaction":
+            return messages[index:]
+    return messages
 
 
 class Transcript(CamelModel):

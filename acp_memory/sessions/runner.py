@@ -10,12 +10,16 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
+from acp_memory.clock import Clock
+from acp_memory.commands.base import CommandCall
+from acp_memory.commands.registry import find_command
 from acp_memory.config import Config, Paths
-from acp_memory.engine.events import Emit
+from acp_memory.engine.events import AgentText, Emit
 from acp_memory.engine.prompt import TurnContext
 from acp_memory.engine.turn import (
     PlainContext,
@@ -24,8 +28,10 @@ from acp_memory.engine.turn import (
     TurnEngine,
     TurnSetup,
 )
+from acp_memory.hooks.surface import Hooks
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.memory.index import SearchIndexes
+from acp_memory.memory.inline import session_memory
 from acp_memory.sessions.memory_run import (
     PROCESS_RUNS_IN_FLIGHT,
     SESSION_RUNS_IN_FLIGHT,
@@ -63,6 +69,7 @@ class SessionRunner:
         # The memory child's models: never waiting for a quota reset (top-level turns only).
         self.child_model_for = child_model_for or model_for
         self.store = SessionStore(paths.sessions_dir)
+        self.hooks = Hooks(cfg)
         self._owner: TaskGroup | None = None
         self._pools: dict[str, TaskPool] = {}
         self.kill_grace_seconds = KILL_GRACE_SECONDS  # SIGTERM to SIGKILL; tests shorten it
@@ -72,8 +79,10 @@ class SessionRunner:
         self.memory_session_limit = SESSION_RUNS_IN_FLIGHT
         self.memory_process_limit = PROCESS_RUNS_IN_FLIGHT
         self._indexes: SearchIndexes | None = None
-        # How long stopping waits for running memory runs (anyio's clock: tests shorten it
-        # or run on a fake clock); `draining` is set when that wait begins.
+        # The clock the bounds read (run timeouts, the turn's wait, the exit wait): tests
+        # replace it. How long stopping waits for running memory runs; `draining` is set when
+        # that wait begins.
+        self.clock = Clock()
         self.memory_exit_wait_seconds = MEMORY_EXIT_WAIT_SECONDS
         self.draining = anyio.Event()
 
@@ -99,22 +108,49 @@ class SessionRunner:
                         with anyio.CancelScope(shield=True):
                             await self.drain_memory_runs()
                         # Each task records why it stopped, kills its process group and writes
-                        # its record, shielded, before the group below lets the block end.
+                        # its record, shielded, before the group below lets the block end;
+                        # the group stays the owner until then, for that bookkeeping.
                         for pool in self._pools.values():
                             pool.close_nowait("stopped: the agent stopped")
                         self._pools.clear()
-                        self._owner = None
                         tg.cancel_scope.cancel()
-                        self.memory_runs.clear()
-                        if self._indexes is not None:
-                            self._indexes.close()
-                            self._indexes = None
         except BaseExceptionGroup as group:
             # Background tasks keep their failures to themselves, so a group holds the one
             # error of the block: the caller handles it as it would without the group.
             if len(group.exceptions) == 1:
                 raise group.exceptions[0] from None
             raise
+        finally:
+            self._owner = None
+            self.memory_runs.clear()
+            if self._indexes is not None:
+                self._indexes.close()
+                self._indexes = None
+
+    async def create_session(
+        self,
+        cwd: str,
+        *,
+        model_id: str | None = None,
+        mode: str = "agent",
+        mcp_servers: list[dict[str, Any]] | None = None,
+    ) -> Session:
+        """A new top-level session bundle (off the event loop), with its inline memory
+        snapshot when memory.inline is on; every surface makes its sessions here. Raises
+        OSError when the bundle cannot be written."""
+
+        def create() -> Session:
+            return self.store.create(
+                cwd=cwd,
+                model_id=model_id or self.cfg.default_model_id(),
+                mode=mode,
+                mcp_servers=mcp_servers,
+                inline_memory=session_memory(self.cfg, self.paths, cwd),
+            )
+
+        session = await anyio.to_thread.run_sync(create)
+        await self.hooks.start(session, "startup")
+        return session
 
     def tool_context(
         self, session: Session, editor: Editor | None = None, tools: ToolSet | None = None
@@ -152,7 +188,7 @@ class SessionRunner:
             settings = PoolSettings.from_config(
                 self.cfg.tools, kill_grace_seconds=self.kill_grace_seconds
             )
-            pool = TaskPool(self.owner, session.id, session.dir, settings)
+            pool = TaskPool(self.owner, session.id, session.dir, settings, self.clock)
             self._pools[session.id] = pool
         return pool
 
@@ -171,7 +207,7 @@ class SessionRunner:
         self.draining.set()
         log.info("waiting up to %gs for %d memory run(s)", self.memory_exit_wait_seconds,
                  len(running))
-        with anyio.move_on_after(self.memory_exit_wait_seconds):
+        with self.clock.move_on_after(self.memory_exit_wait_seconds):
             for task in running:
                 await task.done.wait()
 
@@ -209,18 +245,30 @@ class SessionRunner:
         notify_memory: NotifyMemory | None = None,
     ) -> StopReason:
         """One user turn of an ordinary session on its selected model, with its memory run
-        when memory is on; notify_memory hears the run's memory_run updates.
+        when memory is on; notify_memory hears the run's memory_run updates. A prompt that
+        names a built-in command (/help) runs it instead: no turn, no automatic memory run.
 
         Raises UnknownModelError for a model id no provider serves, LLMError when the model
         call fails, BundleBusy or OSError when the bundle cannot be written.
         """
+        await self.hooks.start(session, "resume")  # once: a session new to this process
+        if (found := find_command(text)) is not None:
+            command, argument = found
+            reply = await command.run(CommandCall(self, session, argument, editor, notify_memory))
+            await emit(AgentText(reply))
+            return "end_turn"
         model = self.model_for(session.record.selected_model_id)
         context = self.turn_context(session)
         memory: MemoryRun | None = None
         if self.memory_due(session):
+            # Started only once the UserPromptSubmit hooks accepted the prompt (engine.run).
             memory = MemoryRun(self, session, text, notify_memory, context)
             context = memory
-        setup = TurnSetup(tool_context=self.tool_context(session, editor), context=context)
+        setup = TurnSetup(
+            tool_context=self.tool_context(session, editor),
+            context=context,
+            hooks=await self.hooks.for_turn(session),
+        )
         try:
             return await self.engine.run(session, text, model, emit, setup)
         finally:

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +54,14 @@ class Session:
     messages: list[TranscriptMessage] = field(default_factory=list)
     # messages.json as it was when read; a change by another process is reloaded before writing.
     seen: tuple[int, int, int] | None = None
+    # False for a memory run's child: its files skip the syncs (see atomic.py).
+    durable: bool = True
     transcript: TranscriptFile = field(init=False)
     lock: BundleLock = field(init=False)
     _writing: anyio.Lock = field(init=False, default_factory=anyio.Lock)
 
     def __post_init__(self) -> None:
-        self.transcript = TranscriptFile(self.dir)
+        self.transcript = TranscriptFile(self.dir, durable=self.durable)
         self.lock = BundleLock(self.dir)
 
     @property
@@ -75,14 +78,23 @@ class Session:
         with anyio.CancelScope(shield=True):
             async with self._writing:
                 await self._claim()
-                # Written before it joins the list: a message that cannot be stored must not
-                # stay in memory, where every later write would trip over it again.
-                await anyio.to_thread.run_sync(self.transcript.append, (*self.messages, message))
-                self.messages.append(message)
+                # A user message also stamps session.json (activity time, first title), in the
+                # same trip to the worker thread.
+                record = None
                 if message.role == "user":
-                    if not self.record.title:
-                        self.record.title = _title_from(message.content)
-                    await self._write_record()
+                    record = self.record.model_copy(
+                        update={
+                            "title": self.record.title or _title_from(message.content),
+                            "updated_at": utc_now(),
+                        }
+                    )
+                messages = (*self.messages, message)
+                await anyio.to_thread.run_sync(self._write_message, messages, record)
+                # Joined only once written: a message that cannot be stored must not stay in
+                # memory, where every later write would trip over it again.
+                self.messages.append(message)
+                if record is not None:  # only these two fields: others may have changed since
+                    self.record.title, self.record.updated_at = record.title, record.updated_at
 
     async def save_record(self) -> None:
         """Write session.json, stamping updatedAt."""
@@ -95,10 +107,18 @@ class Session:
         """Let other processes write this bundle."""
         self.lock.release()
 
+    def _write_message(
+        self, messages: tuple[TranscriptMessage, ...], record: SessionRecord | None
+    ) -> None:
+        self.transcript.append(messages)
+        if record is not None:
+            write_json_atomic(self.dir / SESSION_FILE, record.dump(), durable=self.durable)
+
     async def _write_record(self) -> None:
         self.record.updated_at = utc_now()
         path, data = self.dir / SESSION_FILE, self.record.dump()
-        await anyio.to_thread.run_sync(write_json_atomic, path, data)
+        write = partial(write_json_atomic, path, data, durable=self.durable)
+        await anyio.to_thread.run_sync(write)
 
     async def _claim(self) -> None:
         if self.lock.held:
@@ -122,7 +142,7 @@ class Session:
         """Lock a new bundle and write its two files (synchronously: one small write each)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.lock.acquire()
-        write_json_atomic(self.dir / SESSION_FILE, self.record.dump())
+        write_json_atomic(self.dir / SESSION_FILE, self.record.dump(), durable=self.durable)
         self.transcript.write_all(self.messages)
         self.seen = _stat_key(self.transcript.path)
 
@@ -144,10 +164,13 @@ class SessionStore:
         mode: str = "agent",
         mcp_servers: list[dict[str, Any]] | None = None,
         parent: Session | None = None,
+        durable: bool = True,
+        session_id: str | None = None,
         **child: Any,
     ) -> Session:
-        """A new bundle, top-level or (with parent) under the parent's subagents/ folder."""
-        session_id = new_session_id()
+        """A new bundle, top-level or (with parent) under the parent's subagents/ folder;
+        session_id is one from new_session_id() when the caller needs it in advance."""
+        session_id = session_id or new_session_id()
         folder = (parent.subagents_dir() if parent else self.root) / session_id
         record = SessionRecord(
             id=session_id,
@@ -160,7 +183,7 @@ class SessionStore:
         if parent is not None:
             record.subagent_run = True
             record.parent_session_id = parent.id
-        session = Session(record=record, dir=folder)
+        session = Session(record=record, dir=folder, durable=durable)
         session.create_files()
         return session
 

@@ -24,6 +24,7 @@ from acp_memory.engine.events import (
     TurnEvent,
 )
 from acp_memory.engine.turn import TurnSetup
+from acp_memory.hooks.events import Subagent
 from acp_memory.sessions.store import Session
 from acp_memory.tasks.log import TaskLog
 from acp_memory.tasks.pool import PoolRefused, Task, TaskPool
@@ -118,9 +119,16 @@ class Subagents:
 
         async def body(task: Task) -> str:
             child.record.subagent_task_id = task.id  # the child's bundle names its task
+            subagent = Subagent(agent_name, child.id, "agent")
             try:
                 await child.save_record()
-                return await self._run_child(child, task_text, tools, task.log)
+                hooks = await self.runner.hooks.for_session(parent)
+                if hooks is not None:
+                    await hooks.subagent_started(subagent, task_text)
+                report = await self._run_child(child, task_text, tools, task.log, subagent)
+                if hooks is not None:
+                    await hooks.subagent_stopped(subagent)
+                return report
             finally:
                 self.runner.close_pool(child.id, "stopped: its subagent ended")
                 child.close()
@@ -139,7 +147,7 @@ class Subagents:
         return task
 
     async def _run_child(
-        self, child: Session, task_text: str, tools: ToolSet, task_log: TaskLog
+        self, child: Session, task_text: str, tools: ToolSet, task_log: TaskLog, subagent: Subagent
     ) -> str:
         runner = self.runner
         model = runner.model_for(child.record.selected_model_id)
@@ -152,6 +160,8 @@ class Subagents:
             tools=tools,
             tool_context=runner.tool_context(child, editor, tools=tools),
             context=runner.turn_context(child),
+            # Inside the child every ordinary event fires too, its payloads carrying its block.
+            hooks=await runner.hooks.for_child(child, subagent),
         )
         stop = await runner.engine.run(child, task_text, model, emit, setup)
         report = last_reply(child)

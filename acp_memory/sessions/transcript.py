@@ -11,6 +11,11 @@ changes a file's size: a reader that opened the old file just before a swap, and
 several calls, cannot find a new end glued to the old one. A file that runs out of room is
 written whole with a quarter more, which keeps appends O(message) amortised.
 
+What a reader gets is always a whole transcript holding the writer's first messages in order.
+A reader that still holds a file open when that file becomes the spare and is appended to may
+read up to two messages before the name shows them, so two reads in a row can go back by a
+message or two; only a new file per append would prevent that, at O(transcript) per append.
+
 The layout is `{"version":1,"messages":[` then one message per line, then `]}`.
 """
 
@@ -69,8 +74,9 @@ def _document(messages: Sequence[Entry]) -> tuple[bytes, int]:
 class TranscriptFile:
     """The transcript of one bundle; not thread-safe (the session serialises its writes)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, durable: bool = True) -> None:
         self.path = folder / MESSAGES_FILE
+        self.durable = durable  # False: no syncs (see atomic.py)
         self._spare_path = folder / _SPARE
         self._swap_path = folder / _SWAP
         self._current: _Shape | None = None
@@ -79,7 +85,7 @@ class TranscriptFile:
     def write_all(self, messages: Sequence[Entry]) -> None:
         """Replace the transcript whole (a new bundle, or a rewritten history)."""
         data, end = _document(messages)
-        write_atomic(self.path, data)
+        write_atomic(self.path, data, durable=self.durable)
         self._current = _Shape(os.stat(self.path).st_ino, len(data), len(messages), end)
         self._spare = None
 
@@ -127,7 +133,8 @@ class TranscriptFile:
             while written < len(data):
                 written += os.pwrite(fd, data[written:], at + written)
             # Data first, then the rename: after a power cut the name never points at a hole.
-            os.fdatasync(fd)
+            if self.durable:
+                os.fdatasync(fd)
             st = os.fstat(fd)
             return _Shape(st.st_ino, st.st_size, 0, end)
         finally:

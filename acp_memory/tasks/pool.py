@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from acp_memory.atomic import write_json_atomic
+from acp_memory.clock import Clock
 from acp_memory.tasks.log import TaskLog, clean_output, last_lines, read_file_tail
 from acp_memory.tasks.process import KILL_GRACE_SECONDS, CommandProcess, start_process
 from acp_memory.tasks.records import (
@@ -45,7 +47,8 @@ from acp_memory.tasks.records import (
 from acp_memory.tools.base import Editor
 
 if TYPE_CHECKING:
-    from acp_memory.config.models import ToolsConfig
+    from acp_memory.clock import Clock
+from acp_memory.config.models import ToolsConfig
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +142,7 @@ class Task:
         self._scope = anyio.CancelScope()
         self._stop_reason: str | None = None
         self._admitted = anyio.Event()
-        self._t0 = 0.0  # anyio.current_time() when it started running
+        self._t0 = 0.0  # the pool clock's time when it started running
         self._callbacks: list[Callable[[Task], None]] = []
         self._writing = anyio.Lock()
 
@@ -170,11 +173,13 @@ class TaskPool:
         session_id: str,
         bundle: Path,
         settings: PoolSettings | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.owner = owner
         self.session_id = session_id
         self.bundle = bundle
         self.settings = settings or PoolSettings()
+        self.clock = clock or Clock()  # what hard limits are measured on
         self.closed = False
         self._tasks: dict[str, Task] = {}  # tasks of this process, running or finished
         self._past: dict[str, TaskRecord] = {}  # records other processes left in the bundle
@@ -265,7 +270,7 @@ class TaskPool:
         task = self._reserve(
             "command", label or command, system=False, counted=True, kind_limit=None,
             queue=False, timeout=self.settings.max_timeout_seconds, command=command,
-            cwd=str(cwd), log=process.log, t0=process.started,
+            cwd=str(cwd), log=process.log, t0=self.clock.now() - elapsed,
             started_at=_stamp(datetime.now(UTC) - timedelta(seconds=elapsed)),
         )
         task.process = process
@@ -531,7 +536,7 @@ class TaskPool:
     def _mark_running(self, task: Task, t0: float | None, started_at: str | None) -> None:
         task.record.status = "running"
         task.record.started_at = started_at or utc_now()
-        task._t0 = anyio.current_time() if t0 is None else t0
+        task._t0 = self.clock.now() if t0 is None else t0
         task._admitted.set()
 
     async def _register(self, task: Task) -> None:
@@ -564,14 +569,14 @@ class TaskPool:
                 if not task._admitted.is_set():
                     await task._admitted.wait()
                     await self._write(task)
-                task._scope.deadline = task._t0 + (task.record.timeout_seconds or 0)
-                outcome = await body(task)
+                left = task._t0 + (task.record.timeout_seconds or 0) - self.clock.now()
+                with self.clock.move_on_after(left) as limit:
+                    outcome = await body(task)
+                if limit.cancelled_caught:
+                    after = format_seconds(task.record.timeout_seconds or 0)
+                    outcome = _Outcome("timed_out", f"timed out after {after} (its hard limit)")
             if task._scope.cancelled_caught:
-                if task._stop_reason is not None:
-                    outcome = _Outcome("stopped", task._stop_reason)
-                else:
-                    limit = format_seconds(task.record.timeout_seconds or 0)
-                    outcome = _Outcome("timed_out", f"timed out after {limit} (its hard limit)")
+                outcome = _Outcome("stopped", task._stop_reason or "stopped")
         except anyio.get_cancelled_exc_class():
             reason = task._stop_reason or "stopped: the session's background work ended"
             outcome = _Outcome("stopped", reason)
@@ -626,8 +631,10 @@ class TaskPool:
         path = task_dir(self.bundle, task.id) / META_FILE
         async with task._writing:
             data = task.snapshot().dump()
+            # A system task (a memory run on every turn's path) skips the syncs: see atomic.py.
+            write = partial(write_json_atomic, path, data, durable=not task.record.system)
             try:
-                await anyio.to_thread.run_sync(write_json_atomic, path, data)
+                await anyio.to_thread.run_sync(write)
             except OSError as exc:
                 if raise_errors:
                     raise

@@ -28,6 +28,9 @@ MODE_TOOLS: dict[str, frozenset[str] | None] = {
     "ask": frozenset({"read_file", "list_directory", "glob", "grep"}),
 }
 PLAN_ONLY = frozenset({"write_plan"})
+# Tools of a top-level session only: a child session is never offered them, whatever its
+# parent has (Kodik's `memory` tool, registered with memory.inline: agent mode only).
+MAIN_AGENT_ONLY = frozenset({"memory"})
 
 
 class ToolSet:
@@ -98,6 +101,18 @@ class ToolSet:
         return await self.run(self.prepare(ToolCall("", name, raw_arguments)), ctx)
 
 
+# Schemas already checked: every surface builds its registry again, and a check costs ~20 ms.
+_CHECKED_SCHEMAS: set[str] = set()
+
+
+def _check_schema(parameters: Mapping[str, Any]) -> None:
+    """Raise jsonschema.SchemaError for a malformed tool schema (each one checked once)."""
+    key = json.dumps(parameters, sort_keys=True, default=str)
+    if key not in _CHECKED_SCHEMAS:
+        jsonschema.Draft202012Validator.check_schema(dict(parameters))
+        _CHECKED_SCHEMAS.add(key)
+
+
 class ToolRegistry:
     """Every tool the agent has, and the set each mode gets."""
 
@@ -107,7 +122,7 @@ class ToolRegistry:
             self.add(tool)
 
     def add(self, tool: Tool) -> None:
-        jsonschema.Draft202012Validator.check_schema(dict(tool.parameters))
+        _check_schema(tool.parameters)
         self._tools[tool.name] = tool
 
     def for_mode(self, mode: str) -> ToolSet:

@@ -60,8 +60,11 @@ def test_each_subcommand_help_describes_it(name, description):
     assert _flat(description) in _flat(_subcommand(name).format_help())
 
 
-def test_http_help_says_it_is_not_available_yet():
-    assert "Not available in this version yet" in _flat(_subcommand("http").format_help())
+def test_http_help_names_its_address_and_token_flags():
+    help_text = _flat(_subcommand("http").format_help())
+    for flag in ("--host", "--port", "--auth-token"):
+        assert flag in help_text
+    assert "required off loopback" in help_text
 
 
 def test_doctor_help_explains_online():

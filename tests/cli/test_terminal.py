@@ -21,6 +21,7 @@ from typing import Self
 import pytest
 
 from acp_memory.cli import TTY_HINT
+from acp_memory.demo import MARKER
 
 WAIT = 30  # seconds; a bound on every wait, never a delay
 
@@ -177,8 +178,11 @@ def test_ctrl_c_while_notes_search_reads_stdin_exits_130_with_one_line(tmp_path:
 def test_ctrl_c_during_the_demo_exits_130_with_one_line(
     tmp_path: Path, held_model: tuple[socket.socket, Path]
 ) -> None:
-    # The demo's agent process gets the same SIGINT; neither may add a traceback.
+    # The demo's agent process gets the same SIGINT; neither may add a traceback. The home
+    # passes for one the demo made, its config edited to use the held model.
     server, home = held_model
+    config = home / "config.yaml"
+    config.write_text(f"{MARKER}\n{config.read_text()}")
     with Child("demo", "--home", str(home), home=home, cwd=tmp_path) as child:
         with _accept(server):
             code, stderr = child.ctrl_c()

@@ -144,7 +144,10 @@ def test_closing_stdin_mid_turn_cancels_it_and_exits_zero(tmp_path):
     }
     proc.stdin.write(json.dumps(prompt).encode() + b"\n")
     proc.stdin.flush()
-    first_update = json.loads(proc.stdout.readline())  # the turn is under way
+    # The turn is under way at its first update (the commands update follows session/new).
+    first_update = json.loads(proc.stdout.readline())
+    while first_update["params"]["update"]["sessionUpdate"] == "available_commands_update":
+        first_update = json.loads(proc.stdout.readline())
     assert first_update["method"] == "session/update"
     started = time.monotonic()
     proc.stdin.close()

@@ -61,7 +61,7 @@ async def test_each_append_writes_the_new_message_not_the_whole_transcript(tmp_p
     assert len(stored) == 1504 and stored[-1]["content"].startswith("m1503 ")
 
 
-async def test_another_process_reading_always_finds_a_whole_growing_transcript(tmp_path):
+async def test_another_process_always_reads_a_whole_transcript_of_the_first_messages(tmp_path):
     session = _new(tmp_path)
     stop = tmp_path / "stop"
     command = [sys.executable, str(READER), str(session.dir / "messages.json"), str(stop)]

@@ -1,7 +1,9 @@
 """Reads a messages.json over and over until told to stop, as another process would.
 
-Exits 1 with the problem on stdout the first time the file is not a whole transcript, or holds
-fewer messages than an earlier read did; else prints how many reads it made.
+Exits 1 with the problem on stdout the first time the file is not a whole transcript whose
+messages are the writer's first ones in order (m0, m1, ...); else prints how many reads it made.
+A read may hold fewer messages than an earlier one (see acp_memory/sessions/transcript.py),
+never a torn, reordered or invented one.
 """
 
 from __future__ import annotations
@@ -12,17 +14,18 @@ from pathlib import Path
 
 
 def main(path: Path, stop: Path) -> int:
-    reads = seen = 0
+    reads = 0
     while not stop.exists():
         try:
-            count = len(json.loads(path.read_bytes())["messages"])
+            messages = json.loads(path.read_bytes())["messages"]
         except (OSError, ValueError) as exc:
             print(f"unreadable after {reads} reads: {exc!r}", flush=True)
             return 1
-        if count < seen:
-            print(f"{count} messages after {seen} were seen", flush=True)
+        firsts = [m["content"].split()[0] for m in messages]
+        if firsts != [f"m{i}" for i in range(len(messages))]:
+            print(f"not the writer's first {len(messages)} messages: {firsts}", flush=True)
             return 1
-        reads, seen = reads + 1, count
+        reads += 1
     print(f"ok {reads}", flush=True)
     return 0
 

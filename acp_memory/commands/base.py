@@ -1,0 +1,34 @@
+"""What a command is, and what it is given when it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from acp_memory.sessions.memory_run import NotifyMemory
+from acp_memory.sessions.store import Session
+from acp_memory.tools.base import Editor
+
+if TYPE_CHECKING:
+    from acp_memory.sessions.runner import SessionRunner
+
+
+@dataclass(frozen=True)
+class CommandCall:
+    """One use of a command: the session, the text after its name, and the surface's services."""
+
+    runner: SessionRunner
+    session: Session
+    argument: str
+    editor: Editor | None = None
+    notify_memory: NotifyMemory | None = None
+
+
+class Command(Protocol):
+    name: str  # typed as /name
+    description: str
+    hint: str | None  # what the input is, shown until it is typed; None: the command takes none
+
+    async def run(self, call: CommandCall) -> str:
+        """The reply, streamed to the editor and never written to the transcript."""
+        ...

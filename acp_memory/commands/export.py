@@ -1,0 +1,38 @@
+"""/export [path]: the whole transcript as markdown, tool calls collapsed, written to a file in
+the working directory (or the path given); a path outside it needs the user's permission, as
+the file tools' do."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import anyio
+
+from acp_memory.atomic import write_atomic
+from acp_memory.commands.base import CommandCall
+from acp_memory.commands.markdown import render_transcript
+from acp_memory.tools.base import ToolError, TurnCancelled
+from acp_memory.tools.files import reachable
+
+
+class Export:
+    name = "export"
+    description = "Write the conversation as markdown (tool calls collapsed) to a file"
+    hint: str | None = "file path (optional; default <session id>.md in the working directory)"
+
+    async def run(self, call: CommandCall) -> str:
+        session = call.session
+        target = call.argument.strip() or f"{session.id}.md"
+        # The permission question names this call; the editor shows it as the asking row.
+        ctx = call.runner.tool_context(session, call.editor)
+        ctx = replace(ctx, call_id=f"export_{session.id}")
+        title = session.record.title or session.id
+        text = render_transcript(session.messages, title=title)
+        try:
+            path, _ = await reachable(ctx, target, "Export the conversation to")
+            await anyio.to_thread.run_sync(write_atomic, path, text.encode("utf-8"))
+        except (ToolError, TurnCancelled) as exc:
+            return f"Not exported: {exc}"
+        except OSError as exc:
+            return f"Not exported: {exc.filename or target}: {exc.strerror or exc}"
+        return f"Exported {len(session.messages)} messages to {path}."

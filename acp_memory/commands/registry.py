@@ -1,0 +1,40 @@
+"""The built-in commands, and how a prompt names one: its text starts with `/name`, followed by
+whitespace or nothing. An unknown `/word` is an ordinary prompt."""
+
+from __future__ import annotations
+
+import re
+
+from acp_memory.commands.base import Command, CommandCall
+from acp_memory.commands.compact import Compact
+from acp_memory.commands.export import Export
+from acp_memory.commands.remember import FORGET, REMEMBER
+from acp_memory.commands.status import MemoryStatus
+
+
+class Help:
+    name = "help"
+    description = "List the built-in commands"
+    hint: str | None = None
+
+    async def run(self, call: CommandCall) -> str:
+        lines = ["Built-in commands (they start no memory run; only /remember and /forget do):"]
+        for command in COMMANDS:
+            shown = f"/{command.name}" + (f" <{command.hint}>" if command.hint else "")
+            lines.append(f"- {shown}: {command.description}")
+        lines.append("Any other text starting with / is an ordinary prompt.")
+        return "\n".join(lines)
+
+
+COMMANDS: tuple[Command, ...] = (Compact(), Export(), MemoryStatus(), REMEMBER, FORGET, Help())
+_BY_NAME = {command.name: command for command in COMMANDS}
+_NAMED = re.compile(r"/([\w-]+)(?:\s+(.*))?$", re.DOTALL)
+
+
+def find_command(text: str) -> tuple[Command, str] | None:
+    """The command a prompt names and the text after its name, or None for a prompt."""
+    match = _NAMED.match(text)
+    command = _BY_NAME.get(match[1]) if match else None
+    if match is None or command is None:
+        return None
+    return command, (match[2] or "").strip()

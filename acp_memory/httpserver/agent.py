@@ -1,0 +1,271 @@
+"""The server's side of sessions: the bundles it writes, the turns running in it, and the
+updates of each turn on its session's events stream.
+
+Reads (a session's record, its transcript) come from disk, so a child session, or a session
+another process writes, is always shown as it is now. Turns run one at a time per session;
+a second one is refused (409) rather than queued.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from acp_memory.acp.updates import event_update
+from acp_memory.engine.events import TurnEvent
+from acp_memory.engine.turn import StopReason
+from acp_memory.httpserver.errors import ApiError
+from acp_memory.httpserver.events import EventHub
+from acp_memory.llm.registry import UnknownModelError
+from acp_memory.llm.types import LLMError
+from acp_memory.memory.store import MemoryStore
+from acp_memory.sessions.lock import BundleBusy
+from acp_memory.sessions.runner import SessionRunner
+from acp_memory.sessions.store import BundleError, Session, SessionNotFound
+from acp_memory.tasks.pool import TaskPool
+
+log = logging.getLogger(__name__)
+
+MODES = ("agent", "plan", "ask")
+
+OnEvent = Callable[[TurnEvent], Awaitable[None]]
+
+
+class HttpAgent:
+    """Sessions and turns of one server, over the surface's session runner."""
+
+    def __init__(self, runner: SessionRunner) -> None:
+        self.runner = runner
+        self.cfg = runner.cfg
+        self.paths = runner.paths
+        self.store = runner.store
+        self.events = EventHub()
+        self._sessions: dict[str, Session] = {}  # top-level sessions this server may write
+        self._turns: dict[str, anyio.CancelScope] = {}
+        self._owner: TaskGroup | None = None
+        self.stopping = False
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[HttpAgent]:
+        """Own the turns that outlive their request (streamed answers) until the block ends;
+        then every turn is cancelled and every events stream ends."""
+        async with anyio.create_task_group() as tg:
+            self._owner = tg
+            try:
+                yield self
+            finally:
+                self.stop()
+                self._owner = None
+
+    @property
+    def owner(self) -> TaskGroup:
+        if self._owner is None:
+            raise RuntimeError("the HTTP agent is not running")
+        return self._owner
+
+    def stop(self) -> None:
+        """Cancel every running turn and end every events stream (the server is stopping)."""
+        self.stopping = True
+        for scope in self._turns.values():
+            scope.cancel()
+        self.events.close()
+
+    def close(self) -> None:
+        """Stop the sessions' background work and release their bundles."""
+        for session in self._sessions.values():
+            self.runner.close_pool(session.id)
+            session.close()
+        self._sessions.clear()
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    async def create(self, cwd: str, mode: str = "agent", model: str | None = None) -> Session:
+        """A new session in the folder cwd."""
+        if not Path(cwd).is_absolute():
+            raise ApiError(400, f"cwd: must be an absolute path, got {cwd!r}")
+        if not await anyio.Path(cwd).is_dir():
+            raise ApiError(400, f"cwd: no such folder: {cwd}")
+        self.check_mode(mode)
+        if model is not None:
+            self.check_model(model)
+        try:
+            session = await self.runner.create_session(cwd, model_id=model, mode=mode)
+        except OSError as exc:
+            raise ApiError(500, f"cannot create the session: {_os_error(exc)}") from None
+        self._sessions[session.id] = session
+        return session
+
+    async def read(self, session_id: str) -> Session:
+        """A session as it is now, child sessions included (for reading only)."""
+        session = self._sessions.get(session_id)
+        if session is not None and session.lock.held:
+            return session  # this process writes it: memory and disk agree
+        try:
+            return await anyio.to_thread.run_sync(self.store.load, session_id)
+        except SessionNotFound:
+            raise ApiError(404, f"session not found: {session_id}") from None
+        except BundleError as exc:
+            raise ApiError(404, f"session {session_id} cannot be loaded: {exc}") from None
+
+    async def writable(self, session_id: str) -> Session:
+        """A session this server may run turns in and change: never a child session."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            return session
+        session = await self.read(session_id)
+        record = session.record
+        if record.subagent_run:
+            who = record.subagent_name or "a subagent"
+            raise ApiError(
+                400,
+                f"session {session_id} is a child session that {who} ran for "
+                f"{record.parent_session_id}; it is read-only",
+            )
+        # Two requests may have loaded it at once; the first one in wins.
+        return self._sessions.setdefault(session_id, session)
+
+    def running_turn(self, session_id: str) -> bool:
+        return session_id in self._turns
+
+    async def configure(
+        self, session: Session, mode: str | None = None, model: str | None = None
+    ) -> None:
+        """Switch the session's mode or model (session.json is written when either changes)."""
+        record = session.record
+        if mode is not None:
+            self.check_mode(mode)
+        if model is not None:
+            self.check_model(model)
+        if (mode or record.mode) == record.mode and (model or record.selected_model_id) == (
+            record.selected_model_id
+        ):
+            return
+        record.mode = mode or record.mode
+        record.selected_model_id = model or record.selected_model_id
+        with _writes(session):
+            await session.save_record()
+
+    async def delete(self, session_id: str) -> None:
+        """Delete a session's bundle, its child sessions with it; its tasks are stopped first."""
+        session = await self.writable(session_id)
+        with self.claimed(session):
+            try:
+                await anyio.to_thread.run_sync(session.lock.acquire)
+            except BundleBusy as exc:
+                raise ApiError(409, f"session {session_id} is busy: {exc}") from None
+            await self.pool(session).aclose("stopped: the session was deleted")
+            self.runner.close_pool(session_id)
+            self.events.end(session_id)
+            try:
+                await anyio.to_thread.run_sync(shutil.rmtree, session.dir)
+            except OSError as exc:
+                raise ApiError(500, f"cannot delete {session.dir}: {_os_error(exc)}") from None
+            finally:
+                session.close()
+                self._sessions.pop(session_id, None)
+
+    def check_mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise ApiError(400, f"unknown mode {mode!r}; use agent, plan or ask")
+
+    def check_model(self, model: str) -> None:
+        if model not in self.cfg.model_ids():
+            raise ApiError(
+                400, f"unknown model {model!r}; choose one of {', '.join(self.cfg.model_ids())}"
+            )
+
+    # -- turns ---------------------------------------------------------------------------------
+
+    def claim(self, session: Session) -> anyio.CancelScope:
+        """Hold the session for one turn (or a deletion) until release(); 409 while another
+        holds it. The scope is what cancel() cancels."""
+        if session.id in self._turns:
+            raise ApiError(
+                409,
+                f"session {session.id} is already running a prompt; wait for its answer or "
+                "cancel it first",
+            )
+        if self.stopping:
+            raise ApiError(503, "the server is stopping")
+        scope = self._turns[session.id] = anyio.CancelScope()
+        return scope
+
+    def release(self, session: Session) -> None:
+        self._turns.pop(session.id, None)
+
+    @contextlib.contextmanager
+    def claimed(self, session: Session) -> Iterator[anyio.CancelScope]:
+        """claim() for the length of a block."""
+        scope = self.claim(session)
+        try:
+            yield scope
+        finally:
+            self.release(session)
+
+    async def run_turn(
+        self, session: Session, text: str, scope: anyio.CancelScope, on_event: OnEvent | None = None
+    ) -> StopReason:
+        """One user turn of a claimed session, inside `scope` (which cancel() cancels). Its
+        updates, memory_run included, go to the session's events stream and to on_event."""
+
+        async def emit(event: TurnEvent) -> None:
+            self.events.publish(session.id, event_update(event))
+            if on_event is not None:
+                await on_event(event)
+
+        async def notify_memory(update: dict[str, Any]) -> None:
+            self.events.publish(session.id, {"sessionUpdate": "memory_run", **update})
+
+        stop: StopReason = "cancelled"
+        try:
+            with scope, _writes(session):
+                stop = await self.runner.run_turn(
+                    session, text, emit, notify_memory=notify_memory
+                )
+        except UnknownModelError as exc:
+            raise ApiError(400, str(exc)) from None
+        except LLMError as exc:
+            raise ApiError(502, f"model call failed: {exc}") from None
+        return "cancelled" if scope.cancel_called else stop
+
+    def cancel(self, session_id: str) -> bool:
+        """Cancel the session's running turn; False when none runs."""
+        scope = self._turns.get(session_id)
+        if scope is None:
+            return False
+        scope.cancel()
+        return True
+
+    # -- the session's services ------------------------------------------------------------
+
+    def pool(self, session: Session) -> TaskPool:
+        return self.runner.pool_for(session)
+
+    def memory_store(self, session: Session) -> MemoryStore:
+        """The notes of the session: the global root and its workspace's `memory/`."""
+        return MemoryStore.from_config(
+            self.cfg, self.paths, Path(session.record.cwd), indexes=self.runner.memory_indexes()
+        )
+
+
+@contextlib.contextmanager
+def _writes(session: Session) -> Iterator[None]:
+    """A bundle that cannot be written becomes a clear error, never a traceback."""
+    try:
+        yield
+    except BundleBusy as exc:
+        raise ApiError(409, f"session {session.id} is busy: {exc}") from None
+    except OSError as exc:
+        log.warning("session %s: %s", session.id, _os_error(exc))
+        raise ApiError(500, f"session {session.id} cannot be saved: {_os_error(exc)}") from None
+
+
+def _os_error(exc: OSError) -> str:
+    return f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)

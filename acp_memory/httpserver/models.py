@@ -1,0 +1,224 @@
+"""The API's JSON bodies. Every answer names its kind in `object`; keys are camelCase, except
+task records, which are meta.json as it is (snake_case, as the reference agent writes it)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from acp_memory.camel import CamelModel
+from acp_memory.engine.turn import StopReason
+
+Mode = Literal["agent", "plan", "ask"]
+Root = Literal["global", "workspace"]
+
+
+class Request(CamelModel):
+    """A request body: an unknown key is refused, naming it (a typo must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    """Every error answer."""
+
+    error: ErrorDetail
+
+
+# -- sessions ------------------------------------------------------------------------------
+
+
+class NewSession(Request):
+    cwd: str = Field(description="absolute path of an existing folder: the session's workspace")
+    mode: Mode = "agent"
+    model: str | None = Field(default=None, description="a configured model id")
+
+
+class PromptBody(Request):
+    text: str
+
+
+class SessionInfo(CamelModel):
+    object: Literal["session"] = "session"
+    id: str
+    cwd: str
+    mode: str
+    selected_model_id: str
+    title: str
+    created_at: str
+    updated_at: str
+    read_only: bool = Field(description="a child session (a memory run, a spawned agent)")
+    running: bool = Field(description="a turn of it is running in this server")
+    parent_session_id: str | None = None
+    subagent_name: str | None = None
+    subagent_task_id: str | None = None
+
+
+class SessionList(CamelModel):
+    object: Literal["session_list"] = "session_list"
+    sessions: list[SessionInfo]
+
+
+class SessionMessages(CamelModel):
+    object: Literal["session_messages"] = "session_messages"
+    session_id: str
+    read_only: bool
+    parent_session_id: str | None = None
+    messages: list[dict[str, Any]] = Field(description="messages.json's messages, as stored")
+
+
+class PromptResult(CamelModel):
+    object: Literal["prompt_result"] = "prompt_result"
+    session_id: str
+    stop_reason: StopReason
+
+
+class CancelResult(CamelModel):
+    object: Literal["session_cancel"] = "session_cancel"
+    session_id: str
+    cancelled: bool = Field(description="a running turn was cancelled")
+
+
+class SessionDeleted(CamelModel):
+    object: Literal["session_delete"] = "session_delete"
+    session_id: str
+    deleted: bool = True
+
+
+# -- memory --------------------------------------------------------------------------------
+
+
+class RootInfo(CamelModel):
+    root: Root
+    dir: str
+
+
+class TreeEntry(CamelModel):
+    name: str
+    path: str = Field(description="relative to the root")
+    type: Literal["file", "dir"]
+    size: int
+    modified: str = Field(description="ISO 8601, UTC")
+
+
+class MemoryTree(CamelModel):
+    object: Literal["memory_tree"] = "memory_tree"
+    roots: list[RootInfo] | None = Field(default=None, description="without `root`")
+    root: Root | None = None
+    path: str | None = None
+    entries: list[TreeEntry] | None = Field(default=None, description="with `root`")
+
+
+class NoteBody(Request):
+    root: Root
+    path: str
+    content: str
+
+
+class DirBody(Request):
+    root: Root
+    path: str
+
+
+class MemoryFile(CamelModel):
+    object: Literal["memory_file"] = "memory_file"
+    root: Root
+    path: str
+    content: str
+    status: Literal["saved", "updated"] | None = Field(
+        default=None, description="a write: a new note, or one replaced"
+    )
+    redacted: list[str] | None = Field(default=None, description="a write: secret kinds removed")
+
+
+class MemoryDelete(CamelModel):
+    object: Literal["memory_delete"] = "memory_delete"
+    root: Root
+    path: str
+    deleted: int = Field(description="notes removed")
+
+
+class MemoryDir(CamelModel):
+    object: Literal["memory_dir"] = "memory_dir"
+    root: Root
+    path: str
+    created: bool = Field(description="false when it already existed")
+
+
+# -- background tasks ----------------------------------------------------------------------
+
+TaskRecordJson = dict[str, Any]
+
+
+class TaskList(CamelModel):
+    object: Literal["background_task_list"] = "background_task_list"
+    tasks: list[TaskRecordJson] = Field(description="meta.json records, system tasks included")
+
+
+class TaskDetail(CamelModel):
+    object: Literal["background_task"] = "background_task"
+    task: TaskRecordJson
+    tail: str | None = Field(default=None, description="the last lines of its output log")
+
+
+# -- OpenAI-compatible ---------------------------------------------------------------------
+
+
+class OpenAIModel(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "acp-memory"
+
+
+class OpenAIModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[OpenAIModel]
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        """The message's text: a string, or its text parts joined."""
+        if isinstance(self.content, list):
+            return "".join(
+                str(p.get("text", "")) for p in self.content if p.get("type") == "text"
+            )
+        return self.content or ""
+
+
+class ChatCompletionRequest(BaseModel):
+    """OpenAI's body; keys this agent has no use for (temperature, tools, ...) are ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(description="the mode: agent, plan or ask")
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    metadata: dict[str, Any] | None = Field(
+        default=None, description='{"model": a configured model id} picks the model'
+    )
+
+
+class ChatChoice(BaseModel):
+    index: int = 0
+    message: dict[str, Any]
+    finish_reason: str
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]

@@ -1,0 +1,172 @@
+"""/coddy/sessions/{id}/memory: the session's two note roots as a tree, with the tools' path
+rules, size limit and secret redaction (the same MemoryStore does the work).
+
+The roots are `global` and `workspace` here (the tools' `global:` and `project:`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import partial
+from typing import Annotated, TypeVar
+
+import anyio
+from fastapi import APIRouter, Query
+
+from acp_memory.httpserver.agent import HttpAgent
+from acp_memory.httpserver.errors import ApiError
+from acp_memory.httpserver.models import (
+    DirBody,
+    MemoryDelete,
+    MemoryDir,
+    MemoryFile,
+    MemoryTree,
+    NoteBody,
+    Root,
+    RootInfo,
+    TreeEntry,
+)
+from acp_memory.httpserver.routes_sessions import SessionId
+from acp_memory.memory.redact import redact
+from acp_memory.memory.roots import Location
+from acp_memory.memory.store import MemoryStore, NoteError
+
+SCOPES: dict[str, str] = {"global": "global", "workspace": "project"}
+T = TypeVar("T")
+
+RootQuery = Annotated[Root, Query(description="global or workspace")]
+PathQuery = Annotated[str, Query(description="relative to the root; '' is the root itself")]
+
+
+def memory_routes(agent: HttpAgent) -> APIRouter:
+    router = APIRouter(prefix="/coddy/sessions/{id}/memory", tags=["memory"])
+
+    async def in_store(session_id: str, work: partial[T]) -> T:
+        """Run blocking note work in a worker thread on the session's store."""
+        session = await agent.read(session_id)
+        store = agent.memory_store(session)
+        try:
+            return await anyio.to_thread.run_sync(work, store)
+        except NoteError as exc:
+            raise ApiError(400, str(exc)) from None
+
+    @router.get("/tree", response_model_exclude_none=True)
+    async def tree(
+        session_id: SessionId, root: Annotated[Root | None, Query()] = None, path: PathQuery = ""
+    ) -> MemoryTree:
+        """Without `root`, the two roots; with it, one level of a folder (.md and .txt notes
+        and subfolders)."""
+        return await in_store(session_id, partial(_tree, root=root, path=path))
+
+    @router.get("/file", response_model_exclude_none=True)
+    async def read_file(session_id: SessionId, root: RootQuery, path: PathQuery) -> MemoryFile:
+        """A note's UTF-8 text."""
+        return await in_store(session_id, partial(_read, root=root, path=path))
+
+    @router.put("/file", response_model_exclude_none=True)
+    async def write_file(session_id: SessionId, body: NoteBody) -> MemoryFile:
+        """Write a note whole (created or replaced), secrets redacted; 413 over
+        memory.max_note_bytes."""
+        return await in_store(session_id, partial(_write, body=body))
+
+    @router.delete("/file")
+    async def delete_file(session_id: SessionId, root: RootQuery, path: PathQuery) -> MemoryDelete:
+        """Delete a note, or a folder with everything under it; never a root (400)."""
+        return await in_store(session_id, partial(_delete, root=root, path=path))
+
+    @router.post("/dir")
+    async def make_dir(session_id: SessionId, body: DirBody) -> MemoryDir:
+        """Create a folder (and its parents)."""
+        return await in_store(session_id, partial(_mkdir, root=body.root, path=body.path))
+
+    return router
+
+
+# The blocking parts, run in a worker thread.
+
+
+def _tree(store: MemoryStore, root: Root | None, path: str) -> MemoryTree:
+    if root is None:
+        roots = store.roots
+        return MemoryTree(
+            roots=[
+                RootInfo(root=name, dir=str(roots.root_of(scope)))  # type: ignore[arg-type]
+                for name, scope in SCOPES.items()
+            ]
+        )
+    loc, entries = store.list_dir(_address(root, path))
+    # A root not made yet is empty; any other missing folder is a wrong path.
+    if not loc.is_root and not loc.path.is_dir():
+        raise ApiError(404, f"no folder {root}:{loc.rel}")
+    return MemoryTree(
+        root=root,
+        path=loc.rel,
+        entries=[
+            TreeEntry(
+                name=e.loc.parts[-1],
+                path=e.loc.rel,
+                type="dir" if e.is_dir else "file",
+                size=0 if e.is_dir else e.size,
+                modified=_iso(e.mtime),
+            )
+            for e in entries
+        ],
+    )
+
+
+def _read(store: MemoryStore, root: Root, path: str) -> MemoryFile:
+    loc = _existing(store.note_location(_address(root, path)), root)
+    _, content = store.read(loc.display)
+    return MemoryFile(root=root, path=loc.rel, content=content)
+
+
+def _write(store: MemoryStore, body: NoteBody) -> MemoryFile:
+    try:
+        result = store.write(_address(body.root, body.path), body.content)
+    except NoteError as exc:
+        # Over memory.max_note_bytes is 413, as written or once redacted (a secret's marker
+        # can be longer than the secret).
+        limit = store.max_note_bytes
+        too_big = len(body.content.encode("utf-8")) > limit or (
+            len(redact(body.content).text.encode("utf-8")) > limit
+        )
+        raise ApiError(413 if too_big else 400, str(exc)) from None
+    loc = store.note_location(result.path)
+    _, content = store.read(loc.display)
+    return MemoryFile(
+        root=body.root,
+        path=loc.rel,
+        content=content,
+        status="updated" if result.updated else "saved",
+        redacted=sorted(result.redaction.removed),
+    )
+
+
+def _delete(store: MemoryStore, root: Root, path: str) -> MemoryDelete:
+    loc = store.locate(_address(root, path))
+    if loc.is_root:
+        raise ApiError(400, f"{root} is a root and is never deleted; delete what is inside")
+    _existing(loc, root)
+    result = store.delete(loc.display)
+    return MemoryDelete(root=root, path=loc.rel, deleted=result.notes_removed)
+
+
+def _mkdir(store: MemoryStore, root: Root, path: str) -> MemoryDir:
+    loc, created = store.mkdir(_address(root, path))
+    return MemoryDir(root=root, path=loc.rel, created=created)
+
+
+def _address(root: Root, path: str) -> str:
+    """The store's `scope:rel` form of a root and a relative path."""
+    return f"{SCOPES[root]}:{path}"
+
+
+def _existing(loc: Location, root: Root) -> Location:
+    if not loc.path.exists() and not loc.path.is_symlink():
+        raise ApiError(404, f"nothing at {root}:{loc.rel}")
+    return loc
+
+
+def _iso(mtime: float) -> str:
+    stamp = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")

@@ -1,0 +1,226 @@
+"""/v1: the agent as an OpenAI-compatible model, so any OpenAI client library can drive it.
+
+The model id is the mode (agent, plan, ask); `metadata.model` picks a configured model. The
+last user message is the turn; the session keeps the history, so earlier messages in the body
+are not replayed. The session id comes back in the X-Coddy-Session-ID header, and a request
+carrying that header continues the session.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+from fastapi import APIRouter, Header
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from acp_memory.engine.events import AgentText, ToolCallFinished, ToolCallStarted, TurnEvent
+from acp_memory.engine.turn import StopReason
+from acp_memory.httpserver.agent import MODES, HttpAgent
+from acp_memory.httpserver.errors import ApiError, error_body
+from acp_memory.httpserver.models import (
+    ChatChoice,
+    ChatCompletion,
+    ChatCompletionRequest,
+    OpenAIModel,
+    OpenAIModelList,
+)
+from acp_memory.sessions.store import Session
+
+SESSION_HEADER = "X-Coddy-Session-ID"
+FINISH_REASONS: dict[StopReason, str] = {
+    "end_turn": "stop",
+    "max_tokens": "length",
+    "max_turn_requests": "length",
+    "refusal": "content_filter",
+    "cancelled": "stop",
+}
+DONE = b"data: [DONE]\n\n"
+
+
+class Reply:
+    """The turn's answer as one text: the messages of its steps, a blank line between two
+    that a tool call separates."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self._tool_since_text = False
+
+    def add(self, event: TurnEvent) -> str:
+        """Take an event; the text it adds to the reply ("" for none)."""
+        if isinstance(event, ToolCallStarted | ToolCallFinished):
+            self._tool_since_text = True
+            return ""
+        if not isinstance(event, AgentText) or not event.text:
+            return ""
+        piece = event.text
+        if self._tool_since_text and self.parts:
+            piece = "\n\n" + piece
+        self._tool_since_text = False
+        self.parts.append(piece)
+        return piece
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def openai_routes(agent: HttpAgent) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
+
+    @router.get("/models")
+    async def list_models() -> OpenAIModelList:
+        """The modes, as model ids."""
+        return OpenAIModelList(data=[OpenAIModel(id=mode) for mode in MODES])
+
+    @router.post(
+        "/chat/completions",
+        response_model=ChatCompletion,
+        responses={200: {"content": {"text/event-stream": {}}, "description": "with stream"}},
+    )
+    async def chat_completions(
+        body: ChatCompletionRequest,
+        x_coddy_session_id: Annotated[
+            str | None, Header(description="continue this session (else a new one)")
+        ] = None,
+    ) -> Response:
+        """One turn; `stream: true` answers with chat.completion.chunk events."""
+        text = _last_user_text(body)
+        mode = body.model
+        agent.check_mode(mode)
+        model = (body.metadata or {}).get("model")
+        if model is not None and not isinstance(model, str):
+            raise ApiError(400, "metadata.model: must be a model id (a string)")
+        session = await _session(agent, x_coddy_session_id, mode, model)
+        headers = {SESSION_HEADER: session.id}
+        completion_id = "chatcmpl-" + secrets.token_hex(12)
+        created = int(time.time())
+        if body.stream:
+            base = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                    "model": mode}
+            frames = _streamed(agent, session, base, text, model)
+            return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+        reply = Reply()
+
+        async def collect(event: TurnEvent) -> None:
+            reply.add(event)
+
+        with agent.claimed(session) as scope:
+            await agent.configure(session, mode, model)
+            stop = await agent.run_turn(session, text, scope, collect)
+        completion = ChatCompletion(
+            id=completion_id,
+            created=created,
+            model=mode,
+            choices=[
+                ChatChoice(
+                    message={"role": "assistant", "content": reply.text},
+                    finish_reason=FINISH_REASONS[stop],
+                )
+            ],
+        )
+        return JSONResponse(completion.model_dump(mode="json"), headers=headers)
+
+    return router
+
+
+def _streamed(
+    agent: HttpAgent, session: Session, base: dict[str, Any], text: str, model: str | None
+) -> AsyncIterator[bytes]:
+    """Claim the session (409 now, before any byte goes out) and start its turn in the
+    agent's task group; the frames it makes, for the response to send."""
+    scope = agent.claim(session)
+    # Unbounded: the turn never waits on the client, and its output is bounded.
+    send, receive = anyio.create_memory_object_stream[bytes](math.inf)
+    agent.owner.start_soon(_Stream(agent, session, scope, send, base).run, text, base["model"],
+                           model)
+
+    async def frames() -> AsyncIterator[bytes]:
+        try:
+            async with receive:
+                async for frame in receive:
+                    yield frame
+        finally:
+            scope.cancel()  # a client that leaves early cancels its turn
+
+    return frames()
+
+
+class _Stream:
+    """A streamed turn, run in the agent's task group: chunks go out as the turn makes them."""
+
+    def __init__(
+        self,
+        agent: HttpAgent,
+        session: Session,
+        scope: anyio.CancelScope,
+        send: MemoryObjectSendStream[bytes],
+        base: dict[str, Any],
+    ) -> None:
+        self.agent = agent
+        self.session = session
+        self.scope = scope
+        self.send = send
+        self.base = base
+        self.reply = Reply()
+
+    async def run(self, text: str, mode: str, model: str | None) -> None:
+        """The turn of a claimed session, released when it ends."""
+        agent, session = self.agent, self.session
+        async with self.send:
+            try:
+                try:
+                    await self._chunk({"role": "assistant", "content": ""})
+                    await agent.configure(session, mode, model)
+                    stop = await agent.run_turn(session, text, self.scope, self._on_event)
+                finally:
+                    agent.release(session)
+                await self._chunk({}, FINISH_REASONS[stop])
+                await self.send.send(DONE)
+            except ApiError as exc:
+                await self._frame(error_body(exc.status, exc.message))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # the client went away; its turn was cancelled
+
+    async def _on_event(self, event: TurnEvent) -> None:
+        piece = self.reply.add(event)
+        if piece:
+            try:
+                await self._chunk({"content": piece})
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.scope.cancel()
+
+    async def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> None:
+        await self._frame(
+            {**self.base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        )
+
+    async def _frame(self, data: dict[str, Any]) -> None:
+        await self.send.send(f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode())
+
+
+def _last_user_text(body: ChatCompletionRequest) -> str:
+    for message in reversed(body.messages):
+        if message.role == "user":
+            text = message.text()
+            if not text.strip():
+                raise ApiError(400, "messages: the last user message has no text")
+            return text
+    raise ApiError(400, "messages: no user message; the last one is the turn")
+
+
+async def _session(
+    agent: HttpAgent, session_id: str | None, mode: str, model: str | None
+) -> Session:
+    """The session the header names, else a new one in the server's working directory."""
+    if session_id:
+        return await agent.writable(session_id)
+    if model is not None:
+        agent.check_model(model)
+    return await agent.create(str(agent.paths.cwd), mode, model)

@@ -1,0 +1,79 @@
+"""/coddy/sessions/{id}/memory/search: the store's ranked note search over a session's two
+roots, each hit's snippet cut into runs so that a client can highlight the matches."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import anyio
+from fastapi import APIRouter, Query
+from pydantic import Field
+
+from acp_memory.camel import CamelModel
+from acp_memory.httpserver.agent import HttpAgent
+from acp_memory.httpserver.errors import ApiError
+from acp_memory.httpserver.models import Root
+from acp_memory.httpserver.routes_memory import SCOPES
+from acp_memory.httpserver.routes_sessions import SessionId
+from acp_memory.memory.search import Hit, marked
+from acp_memory.memory.store import MemoryStore, NoteError
+
+ROOTS = {scope: root for root, scope in SCOPES.items()}  # the store's scope -> the API's root
+
+
+class SnippetRun(CamelModel):
+    text: str
+    match: bool = Field(description="a run that matches a term of the query")
+
+
+class SearchHit(CamelModel):
+    root: Root
+    path: str = Field(description="relative to the root")
+    score: float
+    snippet: str = Field(description="up to 1,200 characters around the best matches")
+    runs: list[SnippetRun] = Field(description="the snippet, cut at each match")
+
+
+class MemorySearch(CamelModel):
+    object: Literal["memory_search"] = "memory_search"
+    query: str
+    hits: list[SearchHit] = Field(description="best first")
+
+
+def search_routes(agent: HttpAgent) -> APIRouter:
+    router = APIRouter(prefix="/coddy/sessions/{id}/memory", tags=["memory"])
+
+    @router.get("/search")
+    async def search(
+        session_id: SessionId,
+        q: Annotated[str, Query(min_length=1, max_length=1000, description="words, identifiers")],
+        root: Annotated[Root | None, Query(description="one root; both without it")] = None,
+        limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    ) -> MemorySearch:
+        """Notes of the session's roots ranked by the words they share with `q` (paths count),
+        exact identifiers first, as the memory subagent's memory_search ranks them."""
+        session = await agent.read(session_id)
+        store = agent.memory_store(session)
+        scope = SCOPES[root] if root is not None else "both"
+        try:
+            hits = await anyio.to_thread.run_sync(_search, store, q, scope, limit)
+        except NoteError as exc:
+            raise ApiError(400, str(exc)) from None
+        return MemorySearch(query=q, hits=hits)
+
+    return router
+
+
+def _search(store: MemoryStore, query: str, scope: str, limit: int) -> list[SearchHit]:
+    return [_hit(hit, query) for hit in store.search(query, scope, limit)]
+
+
+def _hit(hit: Hit, query: str) -> SearchHit:
+    scope, _, rel = hit.path.partition(":")
+    return SearchHit(
+        root=ROOTS[scope],  # type: ignore[arg-type]
+        path=rel,
+        score=hit.score,
+        snippet=hit.snippet,
+        runs=[SnippetRun(text=text, match=match) for text, match in marked(hit.snippet, query)],
+    )

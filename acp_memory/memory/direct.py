@@ -1,0 +1,130 @@
+"""Kodik's direct `memory` tool: the main agent saves or deletes one named note itself.
+
+Offered with memory.inline only, to top-level sessions in agent mode. A note is a bare file
+name in the `workspace` scope (the project root, `<cwd>/memory`) or the `global` one. Writes go
+through the MemoryStore the six memory tools use: the root's lock, atomic writes, the size
+limit and secret redaction. Like the memory subagent's saves, a call writes without asking the
+user: it changes the notes, never the workspace's files, and says in its result what it did.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from acp_memory.config import Config, Paths
+from acp_memory.memory.roots import NOTE_SUFFIXES, Roots
+from acp_memory.memory.store import MemoryStore, NoteError
+from acp_memory.memory.tools import format_save, run_note_work
+from acp_memory.tools.base import ToolContext, ToolKind, ToolResult
+
+TOOL_NAME = "memory"
+# The tool's scope names, and the store's.
+STORE_SCOPE = {"workspace": "project", "global": "global"}
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def note_name(path: str) -> str:
+    """The file a `path` argument names: a bare file name, `.md` added unless it ends in .md
+    or .txt. NoteError for an empty name, a folder, an absolute path or `..`."""
+    name = path.strip()
+    if not name:
+        raise NoteError("path is empty; give a bare file name such as testing-conventions.md")
+    if name.startswith(("/", "~")) or _DRIVE.match(name):
+        raise NoteError(f"{path!r} is an absolute path; give a bare file name, no folders")
+    if ".." in name:
+        raise NoteError(f"{path!r} contains '..'; give a bare file name, no folders")
+    if "/" in name or "\\" in name:
+        raise NoteError(f"{path!r} names a folder; give a bare file name, no folders")
+    return name if name.lower().endswith(NOTE_SUFFIXES) else f"{name}.md"
+
+
+def wants_delete(value: Any) -> bool:
+    """The `delete` argument: "true" or true deletes; absent, "false" or false does not."""
+    if value is None or value is False or value == "false":
+        return False
+    if value is True or value == "true":
+        return True
+    raise NoteError(f'delete must be "true" (or true), not {value!r}')
+
+
+class DirectMemoryTool:
+    """`memory`: save (`content`) or delete (`delete: "true"`) one note of a scope."""
+
+    name = TOOL_NAME
+    kind: ToolKind = "edit"
+    read_only = False
+
+    def __init__(self, cfg: Config, paths: Paths) -> None:
+        self.cfg = cfg
+        self.paths = paths
+        limit = cfg.memory.max_note_bytes
+        self.description = (
+            "Save or delete a long-term memory note: a markdown file with a bare name in the "
+            "workspace scope (this project) or the global scope (every project).\n"
+            "Give content to create or replace the note, or delete: \"true\" instead of "
+            "content to remove it. The path is a file name only (no folders, no absolute "
+            "paths, no '..'); .md is added unless it ends in .md or .txt. Notes load into the "
+            "system prompt when a session starts, so what you save is seen from the next "
+            f"session on. Content is at most {limit} bytes of UTF-8; secrets are replaced by "
+            "[REDACTED:<kind>] before writing."
+        )
+        self.parameters: Mapping[str, Any] = {
+            "type": "object",
+            "properties": {
+                "scope": {
+                    "type": "string",
+                    "enum": list(STORE_SCOPE),
+                    "description": "workspace (this project) or global (every project)",
+                },
+                "path": {"type": "string", "description": "file name, e.g. conventions.md"},
+                "content": {"type": "string", "description": "the whole note, markdown"},
+                "delete": {
+                    "enum": ["true", "false", True, False],
+                    "description": '"true" to delete the note (instead of content)',
+                },
+            },
+            "required": ["scope", "path"],
+            "additionalProperties": False,
+        }
+
+    def title(self, args: Mapping[str, Any]) -> str:
+        verb = "delete" if args.get("delete") in ("true", True) else "save"
+        path = str(args.get("path", ""))
+        try:
+            path = note_name(path)
+        except NoteError:
+            pass  # the title shows what was asked; the call itself reports the error
+        return f"Memory {verb} {args.get('scope', '')}:{path}"
+
+    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
+        roots = Roots.from_config(self.cfg, self.paths, ctx.cwd)
+        root = roots.root_of(STORE_SCOPE[str(args["scope"])])
+        return [str(root / note_name(str(args["path"])))]
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        return await run_note_work(self.name, lambda: self._apply(args, ctx.cwd), False)
+
+    def _apply(self, args: Mapping[str, Any], cwd: Path) -> str:
+        """The call's save or delete, on a worker thread."""
+        scope = str(args["scope"])
+        name = note_name(str(args["path"]))
+        content = args.get("content")
+        delete = wants_delete(args.get("delete"))
+        if delete and content is not None:
+            raise NoteError('give either content (to save) or delete: "true", not both')
+        if not delete and content is None:
+            raise NoteError('give content to save the note, or delete: "true" to delete it')
+        shown = f"{scope}:{name}"
+        target = f"{STORE_SCOPE[scope]}:{name}"
+        with MemoryStore.from_config(self.cfg, self.paths, cwd) as store:
+            try:
+                if delete:
+                    store.delete(target, folders=False)
+                    return f"deleted note {shown}."
+                return format_save(store.write(target, str(content)), shown)
+            except NoteError as exc:
+                # The store names the root by its own scope; the model knows it as `scope`.
+                raise NoteError(str(exc).replace(target, shown)) from None

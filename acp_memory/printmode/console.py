@@ -1,0 +1,82 @@
+"""Print mode's stderr: the memory console lines, one line per tool call, failures, and on a
+terminal a status line while something is under way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TextIO
+
+_DIM = "\x1b[2m"
+_RESET = "\x1b[0m"
+_CLEAR_LINE = "\r\x1b[2K"
+
+
+def memory_line(update: dict[str, Any]) -> str | None:
+    """The console line of a memory_run update (the seed's wording), None for `started`."""
+    status = update.get("status")
+    if status == "skipped":
+        return f"memory: skipped - {update.get('reason', '')}"
+    if status != "finished":
+        return None
+    took = f"{update.get('durationMs', 0) / 1000:.1f}s"
+    task = f"(task {update.get('taskId')})"
+    match update.get("taskStatus"):
+        case "succeeded" if update.get("delivered"):
+            return f"memory: recalled in {took} {task}"
+        case "succeeded":
+            return f"memory: finished in {took}, nothing reached this turn {task}"
+        case "timed_out":
+            return f"memory: timed out after {took} {task}"
+        case "stopped":
+            return f"memory: stopped after {took} {task}"
+        case _:
+            return f"memory: failed after {took} {task} - {update.get('reason', 'failed')}"
+
+
+class Console:
+    """Writes stderr for a person or a log: whole lines always; on a terminal, a status line
+    that the next line (or the reply on stdout) replaces, and dim memory lines."""
+
+    def __init__(self, err: TextIO, *, terminal: bool) -> None:
+        self.err = err
+        self.terminal = terminal
+        self._status = False
+        # Called before anything is written: stdout on the same terminal ends its line.
+        self.before_line: Callable[[], None] | None = None
+
+    def line(self, text: str, *, dim: bool = False) -> None:
+        self.clear_status()
+        if self.before_line is not None:
+            self.before_line()
+        if dim and self.terminal:
+            text = f"{_DIM}{text}{_RESET}"
+        self.err.write(text + "\n")
+        self.err.flush()
+
+    def error(self, text: str) -> None:
+        """The one line a failure gets, prefixed with the program's name."""
+        self.line(f"acp-memory: {text}")
+
+    def memory(self, update: dict[str, Any]) -> None:
+        """A memory_run update: a status while it runs, one dim line when it settles."""
+        line = memory_line(update)
+        if line is not None:
+            self.line(line, dim=True)
+        elif update.get("status") == "started":
+            self.status(f"memory: working (task {update.get('taskId')})")
+
+    def status(self, text: str) -> None:
+        """Show what is under way, on a terminal only (a log would keep every frame)."""
+        if not self.terminal:
+            return
+        if self.before_line is not None:
+            self.before_line()
+        self.err.write(f"{_CLEAR_LINE}{_DIM}{text}…{_RESET}")
+        self.err.flush()
+        self._status = True
+
+    def clear_status(self) -> None:
+        if self._status:
+            self.err.write(_CLEAR_LINE)
+            self.err.flush()
+            self._status = False

@@ -1,0 +1,132 @@
+"""The turn's memory run as print mode follows it: its updates as they come, the wait before
+the process exits (a persist cut short loses its note), and its last state for the result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import anyio
+
+from acp_memory.clock import Clock
+from acp_memory.printmode.console import Console
+from acp_memory.printmode.output import Output
+from acp_memory.sessions.memory_run import run_reason
+from acp_memory.tasks.records import TaskRecord, format_seconds
+
+# The seed: a one-shot run says on stderr that it is waiting for its memory run after 15 s.
+EXIT_NOTICE_SECONDS = 15.0
+# Past the run's own timeout, the time its pool takes to stop it and write its record.
+SETTLE_GRACE_SECONDS = 10.0
+
+
+class RunTask(Protocol):
+    """What the watch reads of the run's task (a tasks.pool.Task)."""
+
+    @property
+    def id(self) -> str: ...
+
+    done: anyio.Event
+    record: TaskRecord
+
+
+class MemoryWatch:
+    """Follows one turn's memory run for print mode's console, output and result."""
+
+    def __init__(
+        self,
+        session_id: str,
+        console: Console,
+        output: Output,
+        find_task: Callable[[str], RunTask | None],
+    ) -> None:
+        self.session_id = session_id
+        self.console = console
+        self.output = output
+        self.find_task = find_task
+        self.task: RunTask | None = None
+        self.last: dict[str, Any] | None = None  # the latest update
+
+    async def notify(self, update: dict[str, Any]) -> None:
+        """The runner's notify_memory: a started, finished or skipped update."""
+        if update.get("status") == "started":
+            self.task = self.find_task(str(update.get("taskId")))
+        self._tell(update)
+
+    @property
+    def settled(self) -> bool:
+        return self.last is None or self.last.get("status") != "started"
+
+    async def wait_before_exit(
+        self, clock: Clock, notice_after: float = EXIT_NOTICE_SECONDS
+    ) -> None:
+        """Keep the process until the run settled, within the run's timeout; after
+        notice_after seconds, say so on stderr."""
+        task = self.task
+        if task is None or self.settled:
+            return
+        if not task.done.is_set():
+            left = _time_left(task.record)
+            bound = None if left is None else left + SETTLE_GRACE_SECONDS
+            self.console.status(f"memory: finishing before exit (task {task.id})")
+            with clock.move_on_after(bound):
+                with clock.move_on_after(notice_after):
+                    await task.done.wait()
+                if not task.done.is_set():
+                    left = _time_left(task.record)
+                    most = "" if left is None else f", at most {format_seconds(left)} more"
+                    self.console.line(
+                        f"memory: waiting for the memory run to finish before exiting "
+                        f"(task {task.id}{most}; Ctrl-C stops it)"
+                    )
+                    await task.done.wait()
+        self.settle()
+
+    def settle(self) -> None:
+        """A run that settled after the turn's stream ended: its finished update for the
+        console and the output, as the runner would have sent it during the turn."""
+        task = self.task
+        if task is None or self.settled or not task.done.is_set():
+            return
+        assert self.last is not None
+        record = task.record
+        update: dict[str, Any] = {
+            "status": "finished",
+            "taskId": task.id,
+            "childSessionId": self.last.get("childSessionId"),
+            "taskStatus": record.status,
+            "durationMs": max(int((record.elapsed_seconds() or 0.0) * 1000), 0),
+            "delivered": False,
+        }
+        if record.status != "succeeded":
+            update["reason"] = run_reason(record)
+        self._tell(update)
+
+    def summary(self) -> dict[str, Any] | None:
+        """The result object's `memory`: the run's last known state, None without a run."""
+        last = self.last
+        if last is None:
+            return None
+        task_status = last.get("taskStatus")
+        if last.get("status") == "started" and self.task is not None:
+            task_status = self.task.record.status  # still unsettled: as its record says now
+        return {
+            "taskId": last.get("taskId"),
+            "status": last.get("status"),
+            "taskStatus": task_status,
+            "durationMs": last.get("durationMs"),
+            "delivered": bool(last.get("delivered", False)),
+            "reason": last.get("reason"),
+        }
+
+    def _tell(self, update: dict[str, Any]) -> None:
+        self.last = update
+        self.output.update(self.session_id, {"sessionUpdate": "memory_run", **update})
+        self.console.memory(update)
+
+
+def _time_left(record: TaskRecord) -> float | None:
+    """Seconds until the run's timeout, None without one."""
+    if record.timeout_seconds is None:
+        return None
+    return max(record.timeout_seconds - (record.elapsed_seconds() or 0.0), 0.0)

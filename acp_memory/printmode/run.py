@@ -1,0 +1,311 @@
+"""Print mode's run: pick or make the session, run one turn on the shared SessionRunner, keep
+the process until its memory run settled, and say how it ended in the exit code."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import anyio
+
+from acp_memory.acp.server import build_runner
+from acp_memory.acp.updates import event_update
+from acp_memory.cli import describe_os_error, error
+from acp_memory.config import Config, Paths
+from acp_memory.engine.events import AgentText, ToolCallFinished, ToolCallStarted, TurnEvent
+from acp_memory.engine.turn import StopReason
+from acp_memory.llm.registry import ProviderHub, UnknownModelError
+from acp_memory.llm.types import LLMError
+from acp_memory.printmode.console import Console
+from acp_memory.printmode.memory import MemoryWatch
+from acp_memory.printmode.options import (
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_STOPPED,
+    EXIT_USAGE,
+    PrintOptions,
+)
+from acp_memory.printmode.output import Output, Reply, TextOutput, output_for
+from acp_memory.printmode.unattended import Unattended
+from acp_memory.printmode.usage import UsageMeter
+from acp_memory.sessions.lock import BundleBusy
+from acp_memory.sessions.runner import SessionRunner
+from acp_memory.sessions.store import BundleError, Session, SessionNotFound
+from acp_memory.signals import until_signalled
+
+STOP_EXIT: dict[str, int] = {
+    "end_turn": EXIT_OK,
+    "max_tokens": EXIT_STOPPED,
+    "max_turn_requests": EXIT_STOPPED,
+    "refusal": EXIT_REFUSED,
+    "cancelled": EXIT_CANCELLED,
+}
+
+
+class Failure(Exception):
+    """Print mode cannot start, or the turn failed: an exit code and the line that says why."""
+
+    def __init__(self, code: int, line: str) -> None:
+        super().__init__(line)
+        self.code = code
+        self.line = line
+
+
+def run_print_mode(cfg: Config, paths: Paths, options: PrintOptions) -> int:
+    """Run one turn as the options say; the exit code (see options.EXIT_CODES_HELP)."""
+    try:
+        text = _prompt(options.text)
+    except Failure as failure:
+        error(failure.line)
+        return failure.code
+    with _memory_log_quiet():
+        return anyio.run(_main, cfg, paths, options, text)
+
+
+@contextlib.contextmanager
+def _memory_log_quiet() -> Iterator[None]:
+    """The memory run's news is on the console lines; at the default log level its warnings
+    would say it twice."""
+    memory_log = logging.getLogger("acp_memory.sessions.memory_run")
+    level = memory_log.level
+    if logging.getLogger().level >= logging.WARNING:
+        memory_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        memory_log.setLevel(level)
+
+
+def _prompt(given: str) -> str:
+    text = given
+    if given == "-":
+        try:
+            text = sys.stdin.read() if sys.stdin is not None else ""
+        except UnicodeDecodeError as exc:
+            raise Failure(EXIT_USAGE, f"-p -: stdin is not {exc.encoding} text") from None
+    if not text.strip():
+        where = "stdin was empty" if given == "-" else "the prompt is empty"
+        raise Failure(EXIT_USAGE, f"-p: nothing to send: {where}")
+    return text
+
+
+async def _main(cfg: Config, paths: Paths, options: PrintOptions, text: str) -> int:
+    console = Console(sys.stderr, terminal=sys.stderr.isatty())
+    output = output_for(options.output_format, sys.stdout)
+    if isinstance(output, TextOutput) and sys.stdout.isatty() and console.terminal:
+        # One terminal for both streams: a stderr line never lands mid-line in the reply.
+        console.before_line = output.break_line
+    async with ProviderHub(cfg) as hub:
+        runner = build_runner(cfg, paths, hub)
+        # Print mode waits for its memory run itself, within the run's timeout; a process
+        # stopped by Ctrl-C or SIGTERM stops at once.
+        runner.memory_exit_wait_seconds = 0
+        meter = UsageMeter()
+        runner.model_for = meter.around(runner.model_for)
+        try:
+            session = await open_session(runner, hub, options)
+        except Failure as failure:
+            console.error(failure.line)
+            return failure.code
+        try:
+            turn = PrintTurn(runner, session, options, console, output, meter)
+            return await turn.run(text)
+        finally:
+            session.close()
+
+
+async def open_session(runner: SessionRunner, hub: ProviderHub, options: PrintOptions) -> Session:
+    """The session the options name (-c, --resume) or a new one in the cwd, on the model for
+    this turn; Failure when there is no such session or no such model."""
+    session: Session | None = None
+    if options.resume is not None:
+        session = await _load(runner, options.resume, "--resume")
+    elif options.continue_session:
+        cwd = str(runner.paths.cwd)
+        records = await anyio.to_thread.run_sync(partial(runner.store.list, cwd=cwd))
+        if not records:
+            raise Failure(EXIT_USAGE, f"-c: no session to continue in {cwd}; start one with -p")
+        session = await _load(runner, records[0].id, "-c")
+    model_id = options.model or (
+        session.record.selected_model_id if session else runner.cfg.default_model_id()
+    )
+    try:
+        # Resolved before a bundle is made, so that a bad id leaves no empty session.
+        hub.model(model_id)
+    except UnknownModelError as exc:
+        raise Failure(EXIT_USAGE, _one_line(exc)) from None
+    if session is None:
+        try:
+            return await runner.create_session(
+                str(runner.paths.cwd), model_id=model_id, mode=options.mode or "agent"
+            )
+        except OSError as exc:
+            raise Failure(
+                EXIT_FAILED, describe_os_error("cannot create the session bundle", exc)
+            ) from None
+    # Saved with the turn's user message, so the session keeps them, as a mode picked in an
+    # editor is kept.
+    session.record.selected_model_id = model_id
+    if options.mode is not None:
+        session.record.mode = options.mode
+    return session
+
+
+async def _load(runner: SessionRunner, session_id: str, flag: str) -> Session:
+    try:
+        session = await anyio.to_thread.run_sync(runner.store.load, session_id)
+    except SessionNotFound:
+        raise Failure(
+            EXIT_USAGE, f"{flag} {session_id}: no such session in {runner.store.root}"
+        ) from None
+    except BundleError as exc:
+        raise Failure(EXIT_FAILED, f"{flag} {session_id}: {exc}") from None
+    record = session.record
+    if record.subagent_run:
+        raise Failure(
+            EXIT_USAGE,
+            f"{flag} {session_id}: a child session that {record.subagent_name or 'a subagent'} "
+            f"ran for {record.parent_session_id}; it is read-only",
+        )
+    return session
+
+
+class PrintTurn:
+    """One user turn of print mode: its events to the output and the console, then the wait
+    for its memory run, then the result."""
+
+    def __init__(
+        self,
+        runner: SessionRunner,
+        session: Session,
+        options: PrintOptions,
+        console: Console,
+        output: Output,
+        meter: UsageMeter,
+    ) -> None:
+        self.runner = runner
+        self.session = session
+        self.options = options
+        self.console = console
+        self.output = output
+        self.meter = meter
+        self.reply = Reply()
+        self.stop: StopReason | None = None
+        self.failure: Failure | None = None
+        self.titles: dict[str, str] = {}
+        self.memory = MemoryWatch(
+            session.id, console, output, lambda task_id: runner.pool_for(session).get(task_id)
+        )
+        self.editor = Unattended(
+            allow=options.yes,
+            permission_mode=runner.cfg.tools.permission_mode,
+            say=console.error,
+        )
+
+    async def run(self, text: str) -> int:
+        async with self.runner.running():
+            signalled = await until_signalled(partial(self._until_stopped, text))
+        self.memory.settle()  # a run the stop cut short says so
+        if signalled is not None:
+            self.output.result(self._result("cancelled" if self.stop is None else self.stop))
+            self.console.error("interrupted" if signalled == signal.SIGINT else "terminated")
+            return EXIT_CANCELLED
+        if self.failure is not None:
+            self.output.result(None)
+            return self.failure.code
+        assert self.stop is not None
+        self.output.result(self._result(self.stop))
+        if self.stop == "end_turn" and self.options.output_format == "text":
+            self.console.line(f"[end_turn] session {self.session.id}")
+        return STOP_EXIT[self.stop]
+
+    async def _until_stopped(self, text: str, stop: anyio.Event) -> None:
+        """The turn and the memory wait, cancelled by Ctrl-C or SIGTERM (`stop`)."""
+        async with anyio.create_task_group() as tg:
+
+            async def on_stop() -> None:
+                await stop.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(on_stop)
+            await self._turn_then_memory(text)
+            tg.cancel_scope.cancel()
+
+    async def _turn_then_memory(self, text: str) -> None:
+        failure = None
+        try:
+            self.stop = await self.runner.run_turn(
+                self.session,
+                text,
+                self.emit,
+                editor=self.editor,
+                notify_memory=self.memory.notify,
+            )
+        except LLMError as exc:
+            failure = Failure(EXIT_FAILED, _one_line(exc))
+        except UnknownModelError as exc:
+            failure = Failure(EXIT_USAGE, _one_line(exc))
+        except BundleBusy as exc:
+            failure = Failure(EXIT_FAILED, f"session {self.session.id}: {exc}")
+        except BundleError as exc:
+            failure = Failure(EXIT_FAILED, str(exc))
+        except OSError as exc:
+            what = f"session {self.session.id} cannot be saved"
+            failure = Failure(EXIT_FAILED, describe_os_error(what, exc))
+        self.output.end_reply()
+        if failure is not None:
+            self.failure = failure
+            self.console.error(failure.line)
+        elif self.stop is not None and (why := self._stopped_because(self.stop)):
+            self.console.error(why)
+        await self.memory.wait_before_exit(self.runner.clock)
+
+    async def emit(self, event: TurnEvent) -> None:
+        """The engine's events: the reply to the output, tool calls to the console."""
+        if isinstance(event, AgentText):
+            self.console.clear_status()
+            self.output.text(self.reply.add(event.text))
+        elif isinstance(event, ToolCallStarted):
+            self.reply.end_message()
+            self.titles[event.call_id] = event.title
+            self.console.status(f"tool: {event.title}")
+        elif isinstance(event, ToolCallFinished):
+            title = self.titles.get(event.call_id, event.call_id)
+            self.console.line(f"tool: {title} ({event.status})")
+        self.output.update(self.session.id, event_update(event))
+
+    def _stopped_because(self, stop: StopReason) -> str | None:
+        session = f"(session {self.session.id})"
+        if stop == "max_tokens":
+            model = self.session.record.selected_model_id
+            return f"stopped: max_tokens: the reply reached the output limit of {model} {session}"
+        if stop == "max_turn_requests":
+            limit = self.runner.cfg.agent.max_turns
+            return f"stopped: max_turn_requests: agent.max_turns ({limit}) reached {session}"
+        if stop == "refusal":
+            return f"stopped: refusal: the model refused to answer {session}"
+        if stop == "cancelled":
+            return f"stopped: cancelled {session}"
+        return None
+
+    def _result(self, stop: StopReason) -> dict[str, Any]:
+        return {
+            "type": "result",
+            "result": self.reply.text,
+            "stopReason": stop,
+            "sessionId": self.session.id,
+            "usage": self.meter.as_json(),
+            "memory": self.memory.summary(),
+        }
+
+
+def _one_line(exc: Exception) -> str:
+    # Provider errors may quote a multi-line response body; stderr gets one line per failure.
+    return " ".join(str(exc).split())

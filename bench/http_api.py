@@ -1,0 +1,228 @@
+"""Requests per second and latency of the HTTP API, against a trivial route of the same server.
+
+Run from the repo root: .venv/bin/python bench/http_api.py [--requests 400] [--chats 200]
+
+`acp-memory http` runs as its own process (as it is deployed) on a free loopback port, in a
+throw-away home on the built-in offline model; httpx clients in this process send requests
+over keep-alive connections, with 1 and with 16 at once. Rows:
+  - the baseline: GET /v1/models, a static answer through the same guard, routing and JSON
+    encoding, so what a row costs beyond it is that route's own work;
+  - GET /coddy/sessions/{id}/memory/tree?root=global, a root holding 50 notes and 5 folders
+    (a store per request, one directory scan, the entries' stat);
+  - POST /v1/chat/completions, not streamed: a whole turn on the offline model, each client
+    continuing its own session (its transcript appended, session.json rewritten with fsync);
+    once with memory off, once with memory on (a memory run per turn, which the turn waits
+    for: a child bundle, its own turns on the offline model, a search of the notes).
+The client shares the machine's cores with the server: on a small machine its own cost (httpx
+is not free) is part of every row, the baseline's included.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file is named http.py, and its folder comes first on sys.path: left there, it would
+# stand in for the standard library's http package that httpx imports.
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import re  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import AsyncIterator, Awaitable, Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import anyio  # noqa: E402
+import httpx  # noqa: E402
+
+CONCURRENCY = (1, 16)
+NOTES = 50
+FOLDERS = 5
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+@contextlib.asynccontextmanager
+async def server(home: Path, project: Path) -> AsyncIterator[str]:
+    """`acp-memory http --port 0` in `home`; yields its base URL, stops it with SIGTERM."""
+    log = home / "server.log"
+    with log.open("wb") as err:
+        proc = await anyio.open_process(
+            [sys.executable, "-m", "acp_memory", "http", "--home", str(home), "--cwd",
+             str(project), "--port", "0", "--log-level", "warning"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    try:
+        with anyio.fail_after(60):
+            while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
+                if proc.returncode is not None:
+                    raise SystemExit(f"the server exited: {log.read_text()}")
+                await anyio.sleep(0.05)
+        yield found.group(1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # it may have exited already
+            proc.terminate()
+        with anyio.move_on_after(30):
+            await proc.wait()
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def measure(
+    clients: int, requests: int, one: Callable[[int], Awaitable[None]]
+) -> tuple[float, list[float]]:
+    """`requests` calls of one(client index) by `clients` loops at once: seconds in all and
+    each call's latency."""
+    latencies: list[float] = []
+    left = iter(range(requests))
+
+    async def loop(index: int) -> None:
+        for _ in left:
+            start = time.perf_counter()
+            await one(index)
+            latencies.append(time.perf_counter() - start)
+
+    began = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for index in range(clients):
+            tg.start_soon(loop, index)
+    return time.perf_counter() - began, latencies
+
+
+def ok(resp: httpx.Response) -> httpx.Response:
+    if resp.status_code != 200:
+        request = resp.request
+        raise SystemExit(f"{request.method} {request.url}: {resp.status_code} {resp.text}")
+    return resp
+
+
+class Rows:
+    def __init__(self) -> None:
+        self.rate: dict[tuple[str, int], float] = {}
+        print(f"  {'':<48} {'clients':>7} {'req/s':>8} {'median':>9} {'p95':>9}")
+
+    def add(self, name: str, clients: int, seconds: float, lat: list[float]) -> None:
+        self.rate[name, clients] = len(lat) / seconds
+        print(
+            f"  {name:<48} {clients:>7} {len(lat) / seconds:>8.1f}"
+            f" {statistics.median(lat) * 1000:>7.2f}ms {p95(lat) * 1000:>7.2f}ms",
+            flush=True,
+        )
+
+
+async def routes(url: str, project: Path, requests: int, chats: int, rows: Rows) -> None:
+    """The baseline, the tree and the chat completion on one server, at each concurrency."""
+    limits = httpx.Limits(max_connections=max(CONCURRENCY), max_keepalive_connections=64)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
+        sid = ok(await client.post("/coddy/sessions", json={"cwd": str(project)})).json()["id"]
+        tree = f"/coddy/sessions/{sid}/memory/tree"
+        chat_sessions = await chat_sessions_for(client, max(CONCURRENCY))
+
+        async def models(_: int) -> None:
+            ok(await client.get("/v1/models"))
+
+        async def listing(_: int) -> None:
+            entries = ok(await client.get(tree, params={"root": "global"})).json()["entries"]
+            assert len(entries) == NOTES + FOLDERS
+
+        async def chat(index: int) -> None:
+            body = {"model": "agent", "messages": [{"role": "user", "content": "How are you?"}]}
+            headers = {"X-Coddy-Session-ID": chat_sessions[index]}
+            ok(await client.post("/v1/chat/completions", json=body, headers=headers))
+
+        for clients in CONCURRENCY:
+            await measure(clients, 20, models)  # warm-up: connections, first-call imports
+            rows.add("baseline: GET /v1/models", clients, *await measure(clients, requests, models))
+            rows.add(
+                f"GET memory/tree (root of {NOTES} notes, {FOLDERS} folders)", clients,
+                *await measure(clients, requests, listing),
+            )
+            rows.add(
+                "POST /v1/chat/completions (offline, memory off)", clients,
+                *await measure(clients, chats, chat),
+            )
+
+
+async def chat_sessions_for(client: httpx.AsyncClient, count: int) -> list[str]:
+    """One session per client, made by a first chat completion (its header names it)."""
+    sessions = []
+    for _ in range(count):
+        body = {"model": "agent", "messages": [{"role": "user", "content": "Hello"}]}
+        resp = ok(await client.post("/v1/chat/completions", json=body))
+        sessions.append(resp.headers["X-Coddy-Session-ID"])
+    return sessions
+
+
+async def memory_chats(url: str, chats: int, rows: Rows) -> None:
+    limits = httpx.Limits(max_connections=max(CONCURRENCY))
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=300) as client:
+        sessions = await chat_sessions_for(client, max(CONCURRENCY))
+
+        async def chat(index: int) -> None:
+            body = {"model": "agent", "messages": [
+                {"role": "user", "content": "What do you know about the deploys?"}]}
+            headers = {"X-Coddy-Session-ID": sessions[index]}
+            ok(await client.post("/v1/chat/completions", json=body, headers=headers))
+
+        for clients in CONCURRENCY:
+            rows.add(
+                "POST /v1/chat/completions (offline, memory on)", clients,
+                *await measure(clients, max(chats // 4, clients * 2), chat),
+            )
+
+
+def make_home(home: Path, config: str) -> None:
+    """A home with its config and a global root of NOTES notes and FOLDERS folders."""
+    memory = home / "memory"
+    for i in range(FOLDERS):
+        (memory / f"topic-{i}").mkdir(parents=True)
+    for i in range(NOTES):
+        (memory / f"note-{i:02d}.md").write_text(f"# Note {i}\n\nDeploys happen on day {i}.\n")
+    (home / "config.yaml").write_text(config)
+
+
+async def main(requests: int, chats: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="acp-bench-http-") as tmp:
+        project = Path(tmp) / "project"
+        project.mkdir()
+        print(
+            f"acp-memory http (its own process) and httpx clients (this one), on 127.0.0.1; "
+            f"{requests} requests a row, {chats} chat completions"
+        )
+        rows = Rows()
+        home, memory_home = Path(tmp) / "home", Path(tmp) / "memory-home"
+        make_home(home, "memory: {enable: false}\n")
+        make_home(memory_home, "memory: {enable: true}\n")
+        async with server(home, project) as url:
+            await routes(url, project, requests, chats, rows)
+        async with server(memory_home, project) as url:
+            await memory_chats(url, chats, rows)
+        for clients in CONCURRENCY:
+            base = rows.rate["baseline: GET /v1/models", clients]
+            tree = rows.rate[f"GET memory/tree (root of {NOTES} notes, {FOLDERS} folders)", clients]
+            chat = rows.rate["POST /v1/chat/completions (offline, memory off)", clients]
+            print(
+                f"  {clients} client(s): tree / baseline req/s {tree / base:.2f}, "
+                f"chat / baseline {chat / base:.2f}"
+            )
+
+
+def _args() -> Any:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=400, help="per row (400)")
+    parser.add_argument("--chats", type=int, default=200, help="chat completions a row (200)")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    args = _args()
+    anyio.run(main, args.requests, args.chats)

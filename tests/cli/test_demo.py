@@ -1,0 +1,133 @@
+"""`acp-memory demo`: the memory story on the offline model, in a home it keeps and names."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp_memory.demo import describe_memory_run
+
+TIMEOUT = 120  # seconds; a bound, never a delay
+
+
+def _run(*args: str, tmp: Path, **kw) -> subprocess.CompletedProcess[str]:
+    # TMPDIR: the fresh folder the demo makes (and keeps) lands in the test's own folder.
+    env = {**os.environ, "TMPDIR": str(tmp), "ACP_MEMORY_HOME": str(tmp / "unused-home")}
+    env.pop("OPENAI_API_KEY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "acp_memory", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TIMEOUT,
+        **kw,
+    )
+
+
+@pytest.mark.subprocess
+def test_the_demo_recalls_a_note_saves_a_fact_and_recalls_it_from_disk_in_a_kept_home(tmp_path):
+    project = tmp_path / "project"  # a project with no memory folder
+    project.mkdir()
+    done = _run("demo", "--cwd", str(project), tmp=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    home = Path(re.search(r"^ +home +(\S+) +\(kept after the demo\)$", out, re.M)[1])
+    assert home.parent.parent == tmp_path and home.is_dir()  # a fresh folder, still there
+
+    # The seeded note recalled, the new fact saved, then recalled by a new process.
+    turns = re.split(r"^ +you: ", out, flags=re.M)[1:]
+    assert [t.splitlines()[0] for t in turns] == [
+        "What is the staging server called?",
+        "Remember that my favourite fruit is the mango.",
+        "What is my favourite fruit?",
+    ]
+    assert "- The staging server is called bramble." in turns[0]
+    assert "Saved to global memory: My favourite fruit is the mango." in turns[1]
+    assert "- My favourite fruit is the mango." in turns[2]
+    saved = home / "memory" / "my-favourite-fruit-is-the-mango.md"
+    assert saved.read_text().strip() == "My favourite fruit is the mango."
+    assert not (project / "memory").exists()
+
+    # Each turn's memory run: started, then finished with its report delivered, before the
+    # answer that used it.
+    for turn in turns:
+        lines = [line.strip() for line in turn.splitlines()]
+        memory = [i for i, line in enumerate(lines) if line.startswith("[memory]")]
+        answer = next(i for i, line in enumerate(lines) if line.startswith("agent:"))
+        assert len(memory) == 2 and memory[1] < answer, turn
+        started, finished = (lines[i] for i in memory)
+        assert re.fullmatch(r"\[memory\] run bg_\d+ started: child session sess_\w{24}", started)
+        assert re.fullmatch(
+            r"\[memory\] run bg_\d+ succeeded in \d+ ms; its report reached this turn", finished
+        )
+
+    # The child bundles it lists are on disk, memory children of their session.
+    listed = re.findall(
+        r"^ +(\S+)/\n((?: +subagents/.*\n)+)", out[out.index("== the memory runs on disk") :], re.M
+    )
+    assert len(listed) == 2
+    for parent, children in listed:
+        parent_id = Path(parent).name
+        for child in re.findall(r"(subagents/sess_\w+/session\.json)", children):
+            record = json.loads((Path(parent) / child).read_text())
+            assert record["subagentName"] == "memory"
+            assert record["parentSessionId"] == parent_id
+    assert sum(c.count('subagentName "memory"') for _, c in listed) == 3
+
+    # The commands it prints work as printed.
+    notes = re.search(r"^ +(acp-memory notes list --home .+)$", out, re.M)[1]
+    argv = shlex.split(notes)[1:]
+    listing = _run(*argv, tmp=tmp_path, cwd=project)
+    assert "global:my-favourite-fruit-is-the-mango.md" in listing.stdout
+    log = Path(shlex.split(re.search(r"^ +cat (.+?)   #", out, re.M)[1])[0])
+    assert log.read_text().rstrip().endswith("report delivered to the turn (first request)")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--home", "{home}"], "is not empty and not a demo home"),
+        (["--config", "{home}/config.yaml"], "--config is not used"),
+    ],
+)
+def test_the_demo_leaves_a_home_of_someone_elses_alone(tmp_path, argv, says):
+    home = tmp_path / "home"
+    home.mkdir()
+    mine = "agent: {max_turns: 3}\n"
+    (home / "config.yaml").write_text(mine)
+    args = [a.replace("{home}", str(home)) for a in argv]
+    done = _run("demo", *args, tmp=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("acp-memory: demo: ") and says in done.stderr
+    assert done.stderr.count("\n") == 1
+    assert sorted(p.name for p in home.iterdir()) == ["config.yaml"]
+    assert (home / "config.yaml").read_text() == mine
+    assert not any(p.name.startswith("acp-memory-demo-") for p in tmp_path.iterdir())
+
+
+def test_a_failed_memory_run_reads_as_one_line_with_its_reason():
+    line = describe_memory_run(
+        {
+            "status": "finished",
+            "taskId": "bg_3",
+            "childSessionId": "sess_x",
+            "taskStatus": "failed",
+            "durationMs": 12,
+            "delivered": False,
+            "reason": "402 Payment Required: subscription expired",
+        }
+    )
+    assert line == (
+        "run bg_3 failed in 12 ms (402 Payment Required: subscription expired); not delivered"
+    )
+    skipped = {"status": "skipped", "reason": "memory runs in flight for this session: 2 of 2"}
+    assert describe_memory_run(skipped) == (
+        "run skipped: memory runs in flight for this session: 2 of 2"
+    )

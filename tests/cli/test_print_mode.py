@@ -1,0 +1,643 @@
+"""`acp-memory -p` in a real process: exit codes, the three output formats, -c and --resume,
+the memory console lines, permissions without an editor, and the wait for a memory run that
+is still persisting when the turn ends."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from fakes.clock import FakeClock
+from fakes.openai_server import FakeOpenAI
+from fakes.script import error, stall, text
+from sessions.test_memory_run import MemoryRoutedOpenAI
+from wire_schema import WireChecker, validate_memory_run
+
+from acp_memory.cli import build_parser, main
+from acp_memory.printmode.console import Console, memory_line
+from acp_memory.printmode.memory import EXIT_NOTICE_SECONDS, MemoryWatch
+from acp_memory.printmode.output import JsonOutput, Reply, StreamJsonOutput
+from acp_memory.sessions.store import SessionStore
+from acp_memory.tasks.records import TaskRecord
+
+pytestmark = pytest.mark.anyio
+
+WAIT = 60  # seconds: a bound on each process, never a delay
+MEMORY_LINE = r"memory: recalled in \d+\.\ds \(task bg_1\)"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cli" / "cli_e2e_memory.py"
+NOTHING_REACHED = r"memory: finished in \d+\.\ds, nothing reached this turn \(task bg_1\)"
+
+
+@dataclass
+class Done:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.stderr.splitlines()
+
+
+async def print_mode(*args: str, home: Path, cwd: Path, stdin: str = "") -> Done:
+    """`python -m acp_memory --cwd CWD ARGS` to its end."""
+    env = {**os.environ, "ACP_MEMORY_HOME": str(home)}
+    env.pop("OPENAI_API_KEY", None)
+    command = [sys.executable, "-m", "acp_memory", "--cwd", str(cwd), *args]
+    with anyio.fail_after(WAIT):
+        done = await anyio.run_process(
+            command, input=stdin.encode(), check=False, env=env, cwd=cwd
+        )
+    return Done(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    folder = tmp_path / "home"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    return folder
+
+
+def configure(home: Path, yaml_text: str) -> None:
+    (home / "config.yaml").write_text(yaml_text)
+
+
+def fake_model(server: FakeOpenAI, extra: str = "") -> str:
+    """config.yaml: the main agent on the fake server, no retries, memory off."""
+    return (
+        "providers:\n"
+        f"  - {{name: fake, type: openai, api_base: '{server.base_url}', api_key: k}}\n"
+        "models: [{model: fake/m, max_tokens: 256}]\n"
+        "agent: {model: fake/m, llm_retry_max: 0}\n" + extra
+    )
+
+
+def slow_memory(delay_ms: int, memory: str) -> str:
+    """config.yaml: the main agent on the offline model, the memory run on a slow one."""
+    return (
+        "providers:\n"
+        f"  - {{name: slow, type: offline, delay_ms: {delay_ms}}}\n"
+        "models: [{model: offline/default}, {model: slow/default}]\n"
+        "agent: {model: offline/default}\n"
+        f"memory: {{enable: true, model: slow/default, {memory}}}\n"
+    )
+
+
+def result_of(done: Done) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return value
+
+
+def bundle(home: Path, session_id: str) -> Path:
+    return home / "sessions" / session_id
+
+
+# Text output, exit 0.
+
+
+@pytest.mark.subprocess
+async def test_stdout_is_the_reply_alone_with_a_blank_line_between_messages(home, project):
+    (project / "a.md").write_text("hello file\n")
+    done = await print_mode(
+        "-p", "-", home=home, cwd=project, stdin='/tool read_file {"path": "a.md"}\n'
+    )
+    assert done.code == 0, done.stderr
+    assert done.stdout == (
+        'Calling read_file {"path": "a.md"}.\n\nThe tool read_file returned:\nhello file\n'
+    )
+    # The tool call on stderr by its title, one line; never its internal id.
+    assert "tool: Read a.md (completed)" in done.lines
+    assert "offline_" not in done.stderr
+    assert re.fullmatch(r"\[end_turn\] session sess_[0-9a-f]{24}", done.lines[-1])
+
+
+# Exit codes 1 to 4 and 130, each with one line on stderr.
+
+
+@pytest.mark.subprocess
+async def test_a_model_failure_exits_1_with_one_line(home, project):
+    async with FakeOpenAI(error(500, "the model is down")) as server:
+        configure(home, fake_model(server))
+        done = await print_mode("-p", "hi", home=home, cwd=project)
+    assert (done.code, done.stdout) == (1, "")
+    assert len(done.lines) == 1
+    assert re.fullmatch(r"acp-memory: .*500.*the model is down.*", done.lines[0])
+
+
+@pytest.mark.subprocess
+async def test_an_unknown_session_exits_2_with_one_line(home, project):
+    done = await print_mode(
+        "-p", "hi", "--resume", "sess_0123456789abcdef01234567", home=home, cwd=project
+    )
+    assert (done.code, done.stdout) == (2, "")
+    assert done.stderr == (
+        "acp-memory: --resume sess_0123456789abcdef01234567: no such session in "
+        f"{home / 'sessions'}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["-p", "hi", "-c"], "acp-memory: -c: no session to continue in {cwd}; start one with -p"),
+        (["-p", "hi", "--model", "ghost/x"], "acp-memory: model 'ghost/x' names provider 'ghost'"),
+        (["-p", "-"], "acp-memory: -p: nothing to send: stdin was empty"),
+        (["-p", " "], "acp-memory: -p: nothing to send: the prompt is empty"),
+        (
+            ["--yes", "--output-format", "json"],
+            "acp-memory: --output-format, --yes: for print mode only; add -p TEXT",
+        ),
+        (["-p", "hi", "notes"], "acp-memory: -p runs one turn on its own; it does not go with"),
+    ],
+)
+def test_a_usage_error_is_one_line_and_creates_nothing(
+    tmp_path, monkeypatch, capsys, args, says
+):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    home = tmp_path / "home"
+    code = main(["--home", str(home), "--cwd", str(tmp_path), *args])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.startswith(says.format(cwd=tmp_path)) and err.count("\n") == 1
+    assert not (home / "sessions").exists() or not list((home / "sessions").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--mode", "chat"], "argument --mode: invalid choice: 'chat'"),
+        (
+            ["-c", "--resume", "sess_0123456789abcdef01234567"],
+            "argument --resume: not allowed with argument -c/--continue",
+        ),
+    ],
+)
+def test_a_bad_flag_is_one_line(capsys, args, says):
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(["-p", "hi", *args])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"acp-memory: {says}") and err.endswith("(see acp-memory --help)\n")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.subprocess
+async def test_max_tokens_exits_3_and_keeps_the_partial_reply(home, project):
+    async with FakeOpenAI(text("cut sho", finish="length")) as server:
+        configure(home, fake_model(server))
+        done = await print_mode("-p", "hi", home=home, cwd=project)
+    assert (done.code, done.stdout) == (3, "cut sho\n")
+    assert len(done.lines) == 1
+    assert re.fullmatch(
+        r"acp-memory: stopped: max_tokens: the reply reached the output limit of fake/m "
+        r"\(session sess_[0-9a-f]{24}\)",
+        done.lines[0],
+    )
+
+
+@pytest.mark.subprocess
+async def test_max_turn_requests_exits_3(home, project):
+    configure(home, "agent: {max_turns: 1}\n")
+    done = await print_mode("-p", "/tool list_directory {}", home=home, cwd=project)
+    assert done.code == 3
+    assert re.fullmatch(
+        r"acp-memory: stopped: max_turn_requests: agent.max_turns \(1\) reached "
+        r"\(session sess_[0-9a-f]{24}\)",
+        done.lines[-1],
+    )
+
+
+@pytest.mark.subprocess
+async def test_a_refusal_exits_4(home, project):
+    async with FakeOpenAI(text("I can't help with that.", finish="content_filter")) as server:
+        configure(home, fake_model(server))
+        done = await print_mode("-p", "hi", "--output-format", "json", home=home, cwd=project)
+    assert done.code == 4
+    assert result_of(done)["stopReason"] == "refusal"
+    assert len(done.lines) == 1
+    assert done.lines[0].startswith("acp-memory: stopped: refusal: the model refused to answer")
+
+
+@pytest.mark.subprocess
+async def test_ctrl_c_while_the_model_answers_exits_130_with_the_cancelled_result(home, project):
+    from cli.test_terminal import Child
+
+    async with FakeOpenAI(stall()) as server:
+        configure(home, fake_model(server))
+        args = ("--cwd", str(project), "-p", "hi", "--output-format", "json")
+        with Child(*args, home=home, cwd=project) as child:
+            with anyio.fail_after(WAIT):
+                await server.wait_for_requests(1)
+            code, stderr = await anyio.to_thread.run_sync(child.ctrl_c)
+            stdout = await anyio.to_thread.run_sync(child.line)
+    assert (code, stderr) == (130, "acp-memory: interrupted\n")
+    result = json.loads(stdout)
+    assert result["stopReason"] == "cancelled" and result["memory"] is None
+
+
+# Output formats.
+
+
+@pytest.mark.subprocess
+async def test_json_prints_one_result_object(home, project):
+    async with FakeOpenAI(text("Hello there", chunks=3, usage=(40, 9))) as server:
+        configure(home, fake_model(server))
+        done = await print_mode("-p", "hi", "--output-format", "json", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    result = json.loads(line)
+    session_id = result.pop("sessionId")
+    assert (bundle(home, session_id) / "session.json").is_file()
+    assert result == {
+        "type": "result",
+        "result": "Hello there",
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 40, "outputTokens": 9},
+        "memory": None,
+    }
+
+
+@pytest.mark.subprocess
+async def test_stream_json_prints_each_update_as_it_happens_then_the_result(home, project):
+    (project / "a.md").write_text("hello file\n")
+    prompt = '/tool read_file {"path": "a.md"}'
+    done = await print_mode("-p", prompt, "--output-format", "stream-json", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    *updates, last = [json.loads(line) for line in done.stdout.splitlines()]
+    checker = WireChecker()
+    for line in updates:
+        assert line["type"] == "session_update" and set(line) == {"type", "sessionId", "update"}
+        notification = {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": line["sessionId"], "update": line["update"]},
+        }
+        checker.saw_agent_line(json.dumps(notification).encode())
+    checker.assert_clean()
+    kinds = [u["update"]["sessionUpdate"] for u in updates]
+    assert kinds[0] == "memory_run" and "tool_call" in kinds and "tool_call_update" in kinds, kinds
+    runs = [u["update"] for u in updates if u["update"]["sessionUpdate"] == "memory_run"]
+    assert [r["status"] for r in runs] == ["started", "finished"]
+    finished = runs[-1]
+    assert last == {
+        "type": "result",
+        "result": (
+            'Calling read_file {"path": "a.md"}.\n\nThe tool read_file returned:\nhello file\n'
+        ),
+        "stopReason": "end_turn",
+        "sessionId": updates[0]["sessionId"],
+        "usage": last["usage"],
+        "memory": {
+            "taskId": "bg_1",
+            "status": "finished",
+            "taskStatus": "succeeded",
+            "durationMs": finished["durationMs"],
+            "delivered": True,
+            "reason": None,
+        },
+    }
+    assert last["usage"]["inputTokens"] > 0 and last["usage"]["outputTokens"] > 0
+
+
+# -c and --resume.
+
+
+@pytest.mark.subprocess
+async def test_continue_picks_the_latest_session_of_this_cwd_and_resume_the_one_named(
+    home, project, tmp_path
+):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    async def session_of(*args: str) -> tuple[str, str]:
+        done = await print_mode(*args, "--output-format", "json", home=home, cwd=project)
+        assert done.code == 0, done.stderr
+        result = result_of(done)
+        return result["sessionId"], result["result"]
+
+    first, _ = await session_of("-p", "first words", "--mode", "ask")
+    second, _ = await session_of("-p", "second words")
+    # Newer, but in another folder.
+    SessionStore(home / "sessions").create(cwd=str(elsewhere), model_id="offline/default").close()
+    continued, reply = await session_of("-c", "-p", "and then")
+    assert continued == second
+    assert 'Your previous message was: "second words"' in reply
+    resumed, reply = await session_of("--resume", first, "-p", "back to first", "--mode", "plan")
+    assert resumed == first
+    assert 'Your previous message was: "first words"' in reply
+    assert "This is message 2 of our conversation." in reply
+    # --mode picked for a turn stays the session's, as a mode picked in an editor does.
+    record = json.loads((bundle(home, first) / "session.json").read_text())
+    assert (record["mode"], record["selectedModelId"]) == ("plan", "offline/default")
+    # A memory run's child session is read-only.
+    child = next((bundle(home, second) / "subagents").iterdir()).name
+    done = await print_mode("-p", "hi", "--resume", child, home=home, cwd=project)
+    assert (done.code, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"acp-memory: --resume {child}: a child session that memory ran for {second}; "
+        "it is read-only\n"
+    )
+
+
+# Permissions without an editor.
+
+
+@pytest.mark.subprocess
+async def test_ask_mode_denies_a_write_with_a_line_unless_yes(home, project):
+    prompt = '/tool write_file {"path": "new.md", "content": "x"}'
+    done = await print_mode("-p", prompt, home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    assert not (project / "new.md").exists()
+    assert (
+        "acp-memory: denied: Write new.md needs permission (tools.permission_mode is ask); "
+        "--yes allows it"
+    ) in done.lines
+    assert "tool: Write new.md (failed)" in done.lines
+    done = await print_mode("-p", prompt, "--yes", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    assert (project / "new.md").read_text() == "x"
+    assert not any("denied" in line for line in done.lines)
+
+
+# The memory console lines.
+
+
+@pytest.mark.subprocess
+async def test_a_recall_that_reached_the_turn_says_recalled(home, project):
+    notes = home / "memory"
+    notes.mkdir()
+    (notes / "deploys.md").write_text("# Deploys\n\n- The deploy day is Thursday.\n")
+    done = await print_mode("-p", "What is the deploy day?", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    assert "From memory:" in done.stdout and "Thursday" in done.stdout
+    assert re.fullmatch(MEMORY_LINE, done.lines[0])
+
+
+@pytest.mark.subprocess
+async def test_a_failed_memory_model_says_failed_with_the_providers_words(home, project):
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [error(402, "subscription expired")]
+        server.script(text("Hello."))
+        configure(home, fake_model(server, "memory: {enable: true}\n"))
+        done = await print_mode("-p", "hello", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    (line,) = [line for line in done.lines if line.startswith("memory:")]
+    assert re.fullmatch(
+        r"memory: failed after \d+\.\ds \(task bg_1\) - 402 .*subscription expired", line
+    )
+    assert "Traceback" not in done.stderr and "WARNING" not in done.stderr
+
+
+@pytest.mark.subprocess
+async def test_a_memory_run_past_its_timeout_says_timed_out(home, project):
+    configure(home, slow_memory(20_000, "timeout_seconds: 0.5"))
+    done = await print_mode("-p", "hello", "--output-format", "json", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    assert re.fullmatch(r"memory: timed out after \d+\.\ds \(task bg_1\)", done.lines[0])
+    memory = result_of(done)["memory"]
+    assert (memory["status"], memory["taskStatus"]) == ("finished", "timed_out")
+    assert memory["reason"] == "timed out after 0.5s"
+
+
+# The wait for a running memory run before exit.
+
+
+@pytest.mark.subprocess
+async def test_the_process_waits_for_a_persist_still_running_when_the_turn_ends(home, project):
+    # The turn does not wait for memory; each of the run's model calls takes 300 ms.
+    configure(home, slow_memory(300, "wait_seconds: 0"))
+    done = await print_mode(
+        "-p", "Please remember that the release train leaves on Fridays.",
+        "--output-format", "json",
+        home=home, cwd=project,
+    )
+    assert done.code == 0, done.stderr
+    result = result_of(done)
+    assert "From memory:" not in result["result"]  # the report came too late for the turn
+    assert re.fullmatch(NOTHING_REACHED, done.lines[0])
+    assert result["memory"] == {
+        "taskId": "bg_1",
+        "status": "finished",
+        "taskStatus": "succeeded",
+        "durationMs": result["memory"]["durationMs"],
+        "delivered": False,
+        "reason": None,
+    }
+    notes = [p.read_text() for p in (home / "memory").glob("*.md")]
+    assert any("release train leaves on Fridays" in n for n in notes)
+    meta = bundle(home, result["sessionId"]) / "background" / "bg_1" / "meta.json"
+    assert json.loads(meta.read_text())["status"] == "succeeded"
+
+
+@pytest.mark.subprocess
+async def test_ctrl_c_during_the_wait_stops_the_run_and_says_so(home, project):
+    from cli.test_terminal import Child
+
+    configure(home, slow_memory(20_000, "wait_seconds: 0"))
+    args = ("--cwd", str(project), "-p", "Please remember that tea is green.")
+    with Child(*args, home=home, cwd=project) as child:
+        with anyio.fail_after(WAIT):
+            while b"This is message 1" not in await anyio.to_thread.run_sync(child.line):
+                pass
+        code, stderr = await anyio.to_thread.run_sync(child.ctrl_c)
+    assert code == 130
+    assert re.fullmatch(
+        r"memory: stopped after \d+\.\ds \(task bg_1\)\nacp-memory: interrupted\n", stderr
+    )
+
+
+# The example.
+
+
+@pytest.mark.subprocess
+async def test_the_cli_example_persists_then_recalls_from_disk_on_the_offline_model(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("ACP_MEMORY_HOME", "OPENAI_API_KEY")}
+    with anyio.fail_after(2 * WAIT):
+        done = await anyio.run_process(
+            [sys.executable, str(EXAMPLE), "--home", str(tmp_path / "home")],
+            check=False, env=env, cwd=tmp_path,
+        )
+    stdout = done.stdout.decode()
+    assert done.returncode == 0, stdout + done.stderr.decode()
+    for check in (
+        "ok: the fact is a note on disk",
+        "ok: the answer carries the fact",
+        "ok: stderr says the memory was recalled",
+        "ok: task bg_1 is the memory run and succeeded",
+    ):
+        assert check in stdout.splitlines()
+    assert stdout.splitlines()[-1] == "every check passed"
+
+
+# In process: the console's wording, the reply's separators, the 15-second notice.
+
+
+@pytest.mark.parametrize(
+    ("update", "line"),
+    [
+        (
+            {"status": "finished", "taskId": "bg_3", "taskStatus": "succeeded",
+             "durationMs": 3210, "delivered": True},
+            "memory: recalled in 3.2s (task bg_3)",
+        ),
+        (
+            {"status": "finished", "taskId": "bg_3", "taskStatus": "succeeded",
+             "durationMs": 3210, "delivered": False},
+            "memory: finished in 3.2s, nothing reached this turn (task bg_3)",
+        ),
+        (
+            {"status": "finished", "taskId": "bg_3", "taskStatus": "failed", "durationMs": 1200,
+             "delivered": False, "reason": "402 Payment Required: subscription expired"},
+            "memory: failed after 1.2s (task bg_3) - 402 Payment Required: subscription expired",
+        ),
+        (
+            {"status": "skipped", "reason": "memory runs in flight for this session: 2 of 2"},
+            "memory: skipped - memory runs in flight for this session: 2 of 2",
+        ),
+        (
+            {"status": "finished", "taskId": "bg_3", "taskStatus": "timed_out",
+             "durationMs": 300_000, "delivered": False, "reason": "timed out after 300s"},
+            "memory: timed out after 300.0s (task bg_3)",
+        ),
+        (
+            {"status": "finished", "taskId": "bg_3", "taskStatus": "stopped", "durationMs": 1200,
+             "delivered": False, "reason": "stopped"},
+            "memory: stopped after 1.2s (task bg_3)",
+        ),
+        ({"status": "started", "taskId": "bg_3", "childSessionId": "sess_x"}, None),
+    ],
+)
+def test_each_memory_update_has_the_seeds_console_line(update, line):
+    assert memory_line(update) == line
+
+
+def test_the_reply_puts_one_blank_line_between_messages():
+    reply = Reply()
+    pieces = [reply.add("Looking"), reply.add(".")]
+    reply.end_message()
+    reply.end_message()  # two tool calls in a row still make one separator
+    pieces += [reply.add("Found "), reply.add("it.\n")]
+    reply.end_message()
+    pieces.append(reply.add("Done."))
+    assert pieces == ["Looking", ".", "\n\nFound ", "it.\n", "\nDone."]
+    assert reply.text == "Looking.\n\nFound it.\n\nDone."
+
+
+STARTED = datetime.now(UTC)
+CHILD = "sess_" + "c" * 24
+
+
+def _stamp(when: datetime) -> str:
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Task:
+    """A memory run's task as the watch sees it, ended by the test."""
+
+    def __init__(self) -> None:
+        self.id = "bg_1"
+        self.done = anyio.Event()
+        self.record = TaskRecord(
+            id="bg_1", session_id="sess_p", kind="agent", status="running",
+            started_at=_stamp(STARTED), timeout_seconds=300,
+        )
+
+
+class _Lines:
+    """A stream that tells when something was written."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.wrote = anyio.Event()
+
+    def write(self, text: str) -> int:
+        self.text += text
+        self.wrote.set()
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+
+def _watch(task: _Task, output: Any, err: _Lines) -> MemoryWatch:
+    """A watch over task with a plain (non-terminal) console writing to err."""
+    return MemoryWatch("sess_p", Console(err, terminal=False), output, lambda _: task)
+
+
+async def test_the_exit_wait_says_so_after_fifteen_seconds_and_ends_when_the_run_does():
+    err, out = _Lines(), _Lines()
+    task = _Task()
+    watch = _watch(task, JsonOutput(out), err)
+    await watch.notify({"status": "started", "taskId": "bg_1", "childSessionId": CHILD})
+    clock = FakeClock()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch.wait_before_exit, clock)
+        with anyio.fail_after(10):
+            await clock.until_pending(2)
+        clock.advance(EXIT_NOTICE_SECONDS - 0.1)
+        assert err.text == ""  # quiet for the first 15 s
+        clock.advance(0.1)
+        with anyio.fail_after(10):
+            await err.wrote.wait()
+        assert err.text.startswith(
+            "memory: waiting for the memory run to finish before exiting (task bg_1, at most "
+        )
+        task.record.status = "succeeded"
+        task.record.finished_at = _stamp(STARTED + timedelta(seconds=20))
+        task.done.set()
+    assert err.text.splitlines()[-1] == (
+        "memory: finished in 20.0s, nothing reached this turn (task bg_1)"
+    )
+    summary = watch.summary()
+    assert summary is not None and summary["status"] == "finished"
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "reason"),
+    [
+        ("succeeded", None, None),
+        ("failed", "402 Payment Required: subscription expired",
+         "402 Payment Required: subscription expired"),
+        ("timed_out", None, "timed out after 300s"),
+        ("stopped", "stopped: the agent stopped", "stopped"),
+    ],
+)
+async def test_a_run_that_settles_after_the_turn_is_told_as_the_runner_tells_it(
+    status, error, reason
+):
+    out = _Lines()
+    task = _Task()
+    watch = _watch(task, StreamJsonOutput(out), _Lines())
+    await watch.notify({"status": "started", "taskId": "bg_1", "childSessionId": CHILD})
+    task.record.status = status
+    task.record.error = error
+    task.record.finished_at = _stamp(STARTED + timedelta(seconds=2))
+    task.done.set()
+    watch.settle()
+    finished = json.loads(out.text.splitlines()[-1])["update"]
+    expected = {
+        "sessionUpdate": "memory_run", "status": "finished", "taskId": "bg_1",
+        "childSessionId": CHILD, "taskStatus": status, "durationMs": 2000, "delivered": False,
+    }
+    if reason is not None:
+        expected["reason"] = reason
+    assert finished == expected
+    validate_memory_run(finished, extension=False)
+    watch.settle()  # told once
+    assert len(out.text.splitlines()) == 2

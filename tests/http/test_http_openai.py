@@ -1,0 +1,173 @@
+"""/v1 over a real socket: the modes as models, chat completions with and without streaming
+in OpenAI's shapes, and X-Coddy-Session-ID continuing a session."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from httpkit import BOUND_S, HeldProvider, served, use_model
+
+from acp_memory.config import Config
+from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent
+
+pytestmark = pytest.mark.anyio
+
+HEADER = "X-Coddy-Session-ID"
+
+
+def chat(text: str, model: str = "agent", **extra: Any) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": text}], **extra}
+
+
+async def test_the_modes_are_the_models(paths):
+    async with served(Config(), paths) as api:
+        models = (await api.client.get("/v1/models")).json()
+    assert models["object"] == "list"
+    assert [(m["id"], m["object"]) for m in models["data"]] == [
+        ("agent", "model"), ("plan", "model"), ("ask", "model"),
+    ]
+
+
+async def test_a_completion_answers_in_openais_shape_with_the_session_in_a_header(paths):
+    body = {
+        "model": "ask",
+        "messages": [
+            {"role": "system", "content": "ignored: the session keeps its own"},
+            {"role": "user", "content": "an earlier turn"},
+            {"role": "assistant", "content": "sure"},
+            {"role": "user", "content": [{"type": "text", "text": "Hello there"}]},
+        ],
+        "temperature": 0.2,
+        "metadata": {"model": "offline/default"},
+    }
+    async with served(Config(), paths) as api:
+        resp = await api.client.post("/v1/chat/completions", json=body)
+        sid = resp.headers[HEADER]
+        record = (await api.client.get(f"/coddy/sessions/{sid}")).json()
+    completion = resp.json()
+    assert resp.status_code == 200 and completion["object"] == "chat.completion"
+    assert completion["id"].startswith("chatcmpl-") and completion["model"] == "ask"
+    assert isinstance(completion["created"], int)
+    (choice,) = completion["choices"]
+    assert choice["index"] == 0 and choice["finish_reason"] == "stop"
+    assert choice["message"]["role"] == "assistant"
+    assert 'You said: "Hello there"' in choice["message"]["content"]
+    assert "This is message 1 of our conversation." in choice["message"]["content"]
+    assert record["mode"] == "ask" and record["cwd"] == str(paths.cwd)
+
+
+async def test_the_session_header_continues_the_session_and_the_model_switches_its_mode(paths):
+    async with served(Config(), paths) as api:
+        first = await api.client.post("/v1/chat/completions", json=chat("First words"))
+        sid = first.headers[HEADER]
+        second = await api.client.post(
+            "/v1/chat/completions", json=chat("Second words", "plan"), headers={HEADER: sid}
+        )
+        record = (await api.client.get(f"/coddy/sessions/{sid}")).json()
+    assert second.headers[HEADER] == sid
+    reply = second.json()["choices"][0]["message"]["content"]
+    assert "This is message 2 of our conversation." in reply
+    assert 'Your previous message was: "First words"' in reply
+    assert record["mode"] == "plan"
+
+
+async def test_a_streamed_completion_sends_chunks_then_the_finish_then_done(paths):
+    async with served(Config(), paths) as api:
+        async with api.client.stream(
+            "POST", "/v1/chat/completions", json=chat("Stream to me", stream=True)
+        ) as resp:
+            sid = resp.headers[HEADER]
+            kind = resp.headers["content-type"]
+            lines = [line async for line in resp.aiter_lines() if line]
+        messages = (await api.client.get(f"/coddy/sessions/{sid}/messages")).json()["messages"]
+    assert kind.startswith("text/event-stream")
+    assert all(line.startswith("data: ") for line in lines)
+    assert lines[-1] == "data: [DONE]"
+    chunks = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+    assert len({c["id"] for c in chunks}) == 1 and chunks[0]["id"].startswith("chatcmpl-")
+    assert all(c["object"] == "chat.completion.chunk" and c["model"] == "agent" for c in chunks)
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    finishes = [c["choices"][0]["finish_reason"] for c in chunks]
+    assert deltas[0] == {"role": "assistant", "content": ""}
+    assert deltas[-1] == {} and finishes[-1] == "stop" and set(finishes[:-1]) == {None}
+    assert len(deltas) > 3  # the reply came in pieces, as it was made
+    assert "".join(d.get("content", "") for d in deltas) == messages[-1]["content"]
+
+
+async def test_a_reply_split_by_a_tool_call_has_a_blank_line_between_its_messages(paths):
+    async with served(Config(), paths) as api:
+        resp = await api.client.post(
+            "/v1/chat/completions", json=chat('/tool list_directory {"path": "."}')
+        )
+    content = resp.json()["choices"][0]["message"]["content"]
+    assert 'Calling list_directory {"path": "."}.\n\nThe tool list_directory returned:' in content
+
+
+class FailingProvider:
+    name = "failing"
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        raise LLMError("402 Payment Required: out of credit", status=402, provider="fake")
+        yield  # an async generator that fails on its first step
+
+
+async def test_a_model_failure_is_502_or_an_error_chunk_when_streaming(paths):
+    async with served(Config(), paths) as api:
+        use_model(api, FailingProvider())
+        plain = await api.client.post("/v1/chat/completions", json=chat("hi"))
+        async with api.client.stream(
+            "POST", "/v1/chat/completions", json=chat("hi", stream=True)
+        ) as resp:
+            lines = [line async for line in resp.aiter_lines() if line]
+    assert plain.status_code == 502
+    assert plain.json()["error"]["type"] == "model_error"
+    assert "out of credit" in plain.json()["error"]["message"]
+    last = json.loads(lines[-1].removeprefix("data: "))
+    assert last["error"]["type"] == "model_error" and "out of credit" in last["error"]["message"]
+
+
+BAD_COMPLETIONS = [
+    (chat("hi", "gpt-4o"), {}, 400, "unknown mode 'gpt-4o'"),
+    (chat("hi", metadata={"model": "nobody/x"}), {}, 400, "unknown model"),
+    (chat("hi", metadata={"model": 7}), {}, 400, "metadata.model"),
+    ({"model": "agent", "messages": [{"role": "system", "content": "x"}]}, {}, 400,
+     "no user message"),
+    ({"model": "agent", "messages": []}, {}, 400, "messages"),
+    (chat("   "), {}, 400, "no text"),
+    (chat("hi"), {HEADER: "sess_" + "2" * 24}, 404, "session not found"),
+]
+
+
+async def test_a_bad_completion_request_is_refused_naming_the_problem(paths):
+    async with served(Config(), paths) as api:
+        answers = [
+            await api.client.post("/v1/chat/completions", json=body, headers=headers)
+            for body, headers, _, _ in BAD_COMPLETIONS
+        ]
+    for (body, _, status, says), resp in zip(BAD_COMPLETIONS, answers, strict=True):
+        assert resp.status_code == status, (body, resp.text)
+        assert says in resp.json()["error"]["message"], body
+    assert not paths.sessions_dir.exists()  # nothing was created for a refused request
+
+
+async def test_a_completion_for_a_busy_session_is_409(paths):
+    held = HeldProvider()
+    async with served(Config(), paths) as api:
+        use_model(api, held)
+        sid = await api.new_session()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(api.prompt, sid, "hold on")
+            with anyio.fail_after(BOUND_S):
+                await held.started.wait()
+            plain = await api.client.post(
+                "/v1/chat/completions", json=chat("me too"), headers={HEADER: sid}
+            )
+            streamed = await api.client.post(
+                "/v1/chat/completions", json=chat("me too", stream=True), headers={HEADER: sid}
+            )
+            held.release.set()
+    assert plain.status_code == streamed.status_code == 409
