@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # reuse the fake model server of the te
 from fakes.httpserver import Recorded  # noqa: E402
 from fakes.openai_server import FakeOpenAI  # noqa: E402
 from fakes.script import Reply, text  # noqa: E402
+from rpc import RpcClient  # noqa: E402
 
 from acp_memory.acp.server import build_agent, serve  # noqa: E402
 from acp_memory.config import Paths  # noqa: E402
@@ -134,32 +135,6 @@ class TimedProvider:
         async for event in self.inner.stream(request):
             yield event
         self.spans.append((start, time.perf_counter()))
-
-
-class RpcClient:
-    """Just enough of an ACP client: send requests, skip notifications, read the answer."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.next_id = 0
-
-    async def send(self, method: str, params: dict[str, Any]) -> int:
-        self.next_id += 1
-        line = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        self.writer.write(json.dumps(line).encode() + b"\n")
-        await self.writer.drain()
-        return self.next_id
-
-    async def answer(self, msg_id: int) -> Any:
-        while True:
-            message = json.loads(await self.reader.readline())
-            if message.get("id") == msg_id:
-                if "error" in message:
-                    raise RuntimeError(message["error"])
-                return message["result"]
-
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
-        return await self.answer(await self.send(method, params))
 
 
 def config(base_url: str, memory: bool) -> Config:

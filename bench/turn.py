@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import math
 import os
 import socket
@@ -36,6 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # reuse the fake model servers of the t
 from fakes.httpserver import Recorded, _Exchange  # noqa: E402
 from fakes.openai_server import FakeOpenAI  # noqa: E402
 from fakes.script import Reply, text  # noqa: E402
+from rpc import RpcClient  # noqa: E402
 
 from acp_memory.acp.server import build_agent, serve  # noqa: E402
 from acp_memory.config import Paths  # noqa: E402
@@ -82,32 +82,6 @@ class StampedOpenAI(FakeOpenAI):
         keep = await super()._respond(reply, request, io)
         self.last_byte.append(time.perf_counter())
         return keep
-
-
-class RpcClient:
-    """Just enough of an ACP client: send requests, skip notifications, read the answer."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.next_id = 0
-
-    async def send(self, method: str, params: dict[str, Any]) -> int:
-        self.next_id += 1
-        line = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        self.writer.write(json.dumps(line).encode() + b"\n")
-        await self.writer.drain()
-        return self.next_id
-
-    async def answer(self, msg_id: int) -> Any:
-        while True:
-            message = json.loads(await self.reader.readline())
-            if message.get("id") == msg_id:
-                if "error" in message:
-                    raise RuntimeError(message["error"])
-                return message["result"]
-
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
-        return await self.answer(await self.send(method, params))
 
 
 async def engine_run(

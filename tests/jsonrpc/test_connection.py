@@ -168,7 +168,7 @@ async def test_one_message_over_the_byte_budget_still_runs_alone():
     from acp_memory.jsonrpc.connection import _Budget
 
     budget = _Budget(count=4, nbytes=10)
-    with anyio.fail_after(1):
+    with anyio.fail_after(10):
         await budget.acquire(500)
     admitted = anyio.Event()
 
@@ -181,7 +181,7 @@ async def test_one_message_over_the_byte_budget_still_runs_alone():
         await anyio.wait_all_tasks_blocked()
         assert not admitted.is_set()
         budget.release(500)
-        with anyio.fail_after(1):
+        with anyio.fail_after(10):
             await admitted.wait()
 
 

@@ -145,7 +145,7 @@ async def test_first_token_timeout_cuts_a_silent_stream(server, client):
     err = await failure(provider)
     assert not err.after_output and "no answer within 0.05s" in err.message
     assert len(server.requests) == 1  # a silent model is not called again
-    with anyio.fail_after(1):
+    with anyio.fail_after(10):
         await server.client_gone.wait()
 
 
@@ -238,10 +238,10 @@ async def test_cancelling_the_consumer_closes_the_http_stream(server, client):
     provider, _ = resilient(server, client)
     async with anyio.create_task_group() as tg:
         tg.start_soon(collect, provider.stream(REQUEST))
-        with anyio.fail_after(2):
+        with anyio.fail_after(10):
             await server.wait_for_requests(1)
         tg.cancel_scope.cancel()
-    with anyio.fail_after(1):
+    with anyio.fail_after(10):
         await server.client_gone.wait()
 
 
@@ -249,7 +249,7 @@ async def test_closing_the_stream_mid_answer_closes_the_connection(server, clien
     server.script(text("Hello world", chunks=3).stalled_after(1))
     provider, _ = resilient(server, client)
     events = provider.stream(REQUEST)
-    with anyio.fail_after(2):
+    with anyio.fail_after(10):
         first = await anext(events)
         await events.aclose()  # type: ignore[attr-defined]
         await server.client_gone.wait()
@@ -259,6 +259,10 @@ async def test_closing_the_stream_mid_answer_closes_the_connection(server, clien
 async def test_cancel_during_a_retry_wait_stops_promptly(server, client):
     server.script(error(503, "busy", retry_after=30))
     provider = ResilientProvider(raw(server, client), NO_JITTER)
-    with anyio.move_on_after(0.1) as scope:
-        await collect(provider.stream(REQUEST))
-    assert scope.cancelled_caught and len(server.requests) == 1
+    # The 503 asks for 30 s; a cancel once it arrived must end the wait, well within the bound.
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(collect, provider.stream(REQUEST))
+            await server.wait_for_requests(1)
+            tg.cancel_scope.cancel()
+    assert len(server.requests) == 1
