@@ -123,12 +123,15 @@ class Subagents:
             try:
                 await child.save_record()
                 hooks = await self.runner.hooks.for_session(parent)
-                if hooks is not None:
-                    await hooks.subagent_started(subagent, task_text)
-                report = await self._run_child(child, task_text, tools, task.log, subagent)
-                if hooks is not None:
+                if hooks is None:
+                    return await self._run_child(child, task_text, tools, task.log, subagent)
+                await hooks.subagent_started(subagent, task_text)
+                try:
+                    return await self._run_child(child, task_text, tools, task.log, subagent)
+                finally:
+                    # A child that failed has ended too (a stopped one is cancelled, and its
+                    # hook with it).
                     await hooks.subagent_stopped(subagent)
-                return report
             finally:
                 self.runner.close_pool(child.id, "stopped: its subagent ended")
                 child.close()

@@ -16,7 +16,7 @@ from engine.turnkit import (
     updates_of,
 )
 from fakes.openai_server import FakeOpenAI
-from fakes.script import call, text, tool_calls
+from fakes.script import call, error, text, tool_calls
 from hookkit import HookKit, group, hooks
 from sessions.test_memory_run import MemoryRoutedOpenAI, memory_config, memory_updates, task_dirs
 
@@ -263,6 +263,24 @@ async def test_subagent_events_fire_for_spawned_children_and_never_for_the_memor
     parent_first, spawned, _ = server.parent_requests
     for request in (parent_first, spawned, server.child_requests[0]):
         assert "SESSION-STARTED" in turn_context_text(request)
+
+
+async def test_subagent_stop_fires_when_the_child_fails_too(paths, tmp_path):
+    kit = HookKit(tmp_path / "hooks")
+    every = [group(kit.command())]
+    async with FakeOpenAI() as server:
+        server.script(
+            tool_calls(call("spawn_agent", {"prompt": "Count the files.", "name": "counter"})),
+            error(402, "subscription expired"),  # the spawned child's model call
+            text("It failed."),
+        )
+        cfg = with_hooks(fake_config(server.base_url), SubagentStart=every, SubagentStop=every)
+        async with turn_agent(cfg, paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "delegate it") == "end_turn"
+    (start,) = kit.events("SubagentStart")
+    (stop,) = kit.events("SubagentStop")
+    assert stop["subagent"] == start["subagent"] and stop["session_id"] == sid
 
 
 async def test_project_hooks_run_only_when_the_config_allows_them(paths, tmp_path):
