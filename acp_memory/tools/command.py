@@ -11,7 +11,7 @@ import anyio
 
 from acp_memory.paths import resolves_inside
 from acp_memory.tasks.log import TaskLog, clean_output, clip
-from acp_memory.tasks.pool import PoolRefused, PoolSettings, TaskPool
+from acp_memory.tasks.pool import MIN_READ_BYTES, PoolRefused, PoolSettings, TaskPool
 from acp_memory.tasks.process import CommandProcess, start_process
 from acp_memory.tasks.records import format_seconds
 from acp_memory.tools.base import (
@@ -24,7 +24,7 @@ from acp_memory.tools.base import (
 )
 
 FOREGROUND_TIMEOUT_SECONDS = 30.0
-# Output bytes a foreground command keeps before any pool has seen it.
+# The limits (log size, wait, kill grace) a command follows where the session has no pool.
 _NO_POOL = PoolSettings()
 
 
@@ -230,7 +230,7 @@ async def _show_terminal(ctx: ToolContext, proc: CommandProcess | None) -> list[
 
 async def _output(proc: CommandProcess, limit: int, empty: str) -> str:
     """The command's output as the model reads it, within `limit` characters."""
-    budget = max(limit * 8, 64 * 1024)
+    budget = max(MIN_READ_BYTES, limit * 8)
     raw = await proc.live_output()
     if raw is None:
         raw = await proc.log.read_tail(budget)

@@ -26,7 +26,7 @@ from acp_memory.tools.base import (
     ToolKind,
     ToolResult,
 )
-from acp_memory.tools.files import decode_text, reachable, read_head, real_path
+from acp_memory.tools.files import decode_text, editor_text, reachable, read_head, real_path
 
 T = TypeVar("T")
 # The largest file the tools will read whole to change it (the diff carries it twice).
@@ -43,12 +43,8 @@ async def current_text(ctx: ToolContext, path: Path, shown: str, verb: str) -> s
     if data is None:
         return None
     text = decode_text(data, shown, verb=verb)
-    editor = ctx.editor
-    if editor is not None and editor.can_read_files:
-        text = await editor.read_text_file(ctx.session_id, str(path))
-        if "\x00" in text:
-            raise ToolError(f"cannot {verb} {shown}: it is a binary file")
-    return text
+    buffer = await editor_text(ctx, path, shown, verb)
+    return text if buffer is None else buffer
 
 
 async def put_text(ctx: ToolContext, path: Path, shown: str, text: str) -> None:
@@ -59,15 +55,6 @@ async def put_text(ctx: ToolContext, path: Path, shown: str, text: str) -> None:
         await editor.write_text_file(ctx.session_id, str(path), text)
     else:
         await anyio.to_thread.run_sync(_write_local, path, shown, text.encode("utf-8"))
-
-
-async def allowed_write(ctx: ToolContext, path: Path, inside: bool, title: str) -> None:
-    """Ask the gate for a write inside the cwd (a path outside was allowed by reachable)."""
-    if not inside:
-        return
-    if ctx.permissions is None:
-        raise ToolError(f"{title}: there is no permission gate to allow file writes here")
-    await ctx.permissions.ensure(ctx, PermissionRequest("write", str(path), title))
 
 
 class WriteFile:
@@ -182,11 +169,14 @@ async def _checked_twice(
     ctx: ToolContext, path: Path, inside: bool, title: str, check: Callable[[], Awaitable[T]]
 ) -> T:
     """Check before asking (the user is never asked to allow a call that cannot work), then
-    again after: the file may have changed while the user was deciding."""
+    again after: the file may have changed while the user was deciding. A path outside the
+    cwd was already allowed by reachable(); a write inside asks the gate for a "write"."""
     first = await check()
-    if not inside:  # reachable() already asked, before anything was read
+    if not inside:
         return first
-    await allowed_write(ctx, path, inside, title)
+    if ctx.permissions is None:
+        raise ToolError(f"{title}: there is no permission gate to allow file writes here")
+    await ctx.permissions.ensure(ctx, PermissionRequest("write", str(path), title))
     return await check()
 
 

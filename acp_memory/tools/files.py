@@ -83,15 +83,11 @@ class ReadFile:
         )
         cut = len(data) > _MAX_READ_BYTES
         text = decode_text(data[:_MAX_READ_BYTES], shown, complete=not cut)
-        editor = ctx.editor
-        if editor is not None and editor.can_read_files and not cut:
-            # The editor's copy has the user's unsaved changes. The disk read above keeps the
-            # bounds: a FIFO, a folder, a binary or a huge file never reaches the editor.
-            text = await editor.read_text_file(ctx.session_id, str(path))
-            if "\x00" in text:
-                raise ToolError(f"cannot read {shown}: it is a binary file")
-            cut = len(text) > _MAX_READ_BYTES
-            text = text[:_MAX_READ_BYTES]
+        # The disk read above keeps the bounds: a FIFO, a folder, a binary or a huge file
+        # never reaches the editor.
+        if not cut and (buffer := await editor_text(ctx, path, shown)) is not None:
+            cut = len(buffer) > _MAX_READ_BYTES
+            text = buffer[:_MAX_READ_BYTES]
         if cut:
             text += f"\n[truncated at {_MAX_READ_BYTES} bytes]"
         return ToolResult(text, locations=[str(path)])
@@ -141,6 +137,17 @@ def read_head(path: Path, limit: int, shown: str) -> bytes:
         raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+async def editor_text(ctx: ToolContext, path: Path, shown: str, verb: str = "read") -> str | None:
+    """The editor's copy of a file, with the user's unsaved changes; None when it offers none."""
+    editor = ctx.editor
+    if editor is None or not editor.can_read_files:
+        return None
+    text = await editor.read_text_file(ctx.session_id, str(path))
+    if "\x00" in text:
+        raise ToolError(f"cannot {verb} {shown}: it is a binary file")
+    return text
 
 
 def decode_text(data: bytes, shown: str, *, complete: bool = True, verb: str = "read") -> str:

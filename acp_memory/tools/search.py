@@ -19,7 +19,7 @@ import pathspec
 
 from acp_memory.paths import resolves_inside
 from acp_memory.tools.base import ToolContext, ToolError, ToolKind, ToolResult
-from acp_memory.tools.files import decode_text, inside_cwd, reachable, real_path
+from acp_memory.tools.files import decode_text, reachable, real_path
 
 MAX_GLOB_RESULTS = 500
 MAX_SCANNED_FILES = 100_000  # files one call looks at, matched or not
@@ -264,15 +264,12 @@ def _load_spec(folder: Path, name: str = ".gitignore") -> pathspec.GitIgnoreSpec
         return None
 
 
-def _shown_path(ctx: ToolContext, path: Path) -> str:
-    """Relative to the cwd when inside it (what the other tools take), else absolute."""
-    root = ctx.cwd.resolve()
-    if inside_cwd(ctx, path):
-        try:
-            return path.relative_to(root).as_posix()
-        except ValueError:
-            pass
-    return str(path)
+def _shown_path(cwd: Path, path: Path) -> str:
+    """Relative to the real cwd when under it (what the other tools take), else absolute.
+
+    Pure path arithmetic: it runs for every file a search reports, so it resolves nothing.
+    """
+    return path.relative_to(cwd).as_posix() if path.is_relative_to(cwd) else str(path)
 
 
 def _folder(root: Path, shown: str) -> None:
@@ -297,9 +294,9 @@ def _footer(walk: _Walk) -> list[str]:
 
 def _glob(ctx: ToolContext, root: Path, shown: str, matcher: GlobMatcher) -> str:
     _folder(root, shown)
-    walk = _Walk()
+    walk, cwd = _Walk(), ctx.cwd.resolve()
     hits = sorted(
-        _shown_path(ctx, p)
+        _shown_path(cwd, p)
         for p in _files(root, walk)
         if matcher.matches(p.relative_to(root).as_posix())
     )
@@ -318,25 +315,26 @@ def _glob(ctx: ToolContext, root: Path, shown: str, matcher: GlobMatcher) -> str
 def _grep(
     ctx: ToolContext, root: Path, shown: str, regex: re.Pattern[str], only: GlobMatcher | None
 ) -> str:
-    walk = _Walk(readable=(ctx.cwd.resolve(), root))
+    cwd = ctx.cwd.resolve()
+    walk = _Walk(readable=(cwd, root))
     try:
         single = not stat.S_ISDIR(os.stat(root).st_mode)
     except OSError as exc:
         raise ToolError(f"cannot search {shown}: {exc.strerror}") from None
     files: Iterator[Path] = iter([root]) if single else _files(root, walk)
     lines: list[str] = []
-    used, truncated, matched_files = 0, False, 0
+    used, truncated = 0, False
     for path in files:
         if only is not None and not single and not only.matches(path.relative_to(root).as_posix()):
             continue
         text = _text_of(path, walk, shown if single else None)
         if text is None:
             continue
-        name, hit = _shown_path(ctx, path), False
+        name = ""  # named once it has a match: most files scanned have none
         for number, line in enumerate(text.splitlines(), start=1):
             if regex.search(line) is None:
                 continue
-            hit = True
+            name = name or _shown_path(cwd, path)
             if len(line) > MAX_LINE_CHARS:
                 line = line[:MAX_LINE_CHARS] + " [line cut]"
             entry = f"{name}:{number}: {line}"
@@ -345,7 +343,6 @@ def _grep(
                 break
             lines.append(entry)
             used += len(entry) + 1
-        matched_files += hit
         if truncated:
             break
     if truncated:

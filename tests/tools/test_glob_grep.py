@@ -169,3 +169,12 @@ async def test_the_rules_above_a_searched_subfolder_and_git_info_exclude_apply(p
     tree(project, {"src/trace.log": "hello trace\n", ".git/info/exclude": "docs/\n"})
     assert (await run("grep", project, pattern="trace", path="src")).text.startswith("No matches")
     assert (await run("glob", project, pattern="*.md")).text == "No files match."
+
+
+async def test_grep_never_reads_through_a_symlink_out_of_the_workspace(project, tmp_path):
+    tree(tmp_path / "outside", {"key.txt": "hello secret\n"})
+    (project / "leak.txt").symlink_to(tmp_path / "outside" / "key.txt")
+    (project / "leakdir").symlink_to(tmp_path / "outside", target_is_directory=True)
+    (project / "alias.py").symlink_to(project / "main.py")  # one that stays inside is read
+    result = await run("grep", project, pattern="secret|Hello")
+    assert result.text.splitlines() == ["alias.py:2: print('Hello')", "main.py:2: print('Hello')"]

@@ -250,3 +250,18 @@ async def test_a_damaged_grants_file_is_ignored_and_never_written_over(tmp_path)
     await gate.ensure(_ctx(tmp_path), request)
     assert len(editor.asked) == 2
     assert (tmp_path / GRANTS_FILE).read_text() == "{not json"
+
+
+async def test_the_nearest_remembered_folder_decides_for_a_path_outside(tmp_path):
+    etc = tmp_path / "etc"
+    folders = {str(etc): "allow", str(etc / "ssl"): "reject"}
+    (tmp_path / GRANTS_FILE).write_text(json.dumps({"version": 1, "folders": folders}))
+    editor = AskingEditor()  # any question would fail the test: nothing is left to answer
+    gate = _gate(tmp_path, editor, permission_mode="ask")
+    cwd = tmp_path / "project"
+    await gate.ensure(_ctx(cwd), PermissionRequest("outside", str(etc / "hosts"), "Read hosts"))
+    with pytest.raises(ToolError, match="always reject"):
+        await gate.ensure(
+            _ctx(cwd), PermissionRequest("outside", str(etc / "ssl" / "key.pem"), "Read key")
+        )
+    assert editor.asked == []

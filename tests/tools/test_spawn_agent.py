@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import anyio
 import pytest
 from engine.turnkit import fake_config, prompt, stored_messages, turn_agent, updates_of
 from fakes.httpserver import Recorded
@@ -119,7 +120,10 @@ async def test_a_child_never_gets_a_tool_its_parent_lacks(paths):
 
 
 async def test_children_past_subagents_max_concurrent_are_refused(paths):
-    async with RoutedOpenAI({"one": text("child one"), "two": text("child two")}) as server:
+    # Child one holds its slot until the turn is over, however slowly the second call comes.
+    release = anyio.Event()
+    one = text("child one").stalled_after(0, release)
+    async with RoutedOpenAI({"one": one, "two": text("child two")}) as server:
         server.script(
             tool_calls(
                 call("spawn_agent", {"prompt": "one", "background": True}, id="a"),
@@ -132,6 +136,7 @@ async def test_children_past_subagents_max_concurrent_are_refused(paths):
         async with turn_agent(cfg, paths) as (ed, _):
             sid = await ed.start_session(paths.cwd)
             await prompt(ed, sid, "go")
+            release.set()
     stored = stored_messages(paths, sid)
     results = {m["toolCallId"]: m for m in stored if m["role"] == "tool"}
     assert "bg_1" in results["a"]["content"]

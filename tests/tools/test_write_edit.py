@@ -21,7 +21,7 @@ from filetools_kit import (
 from harness import in_process_agent
 
 from acp_memory.tools.base import Diff, PermissionRequest, ToolContext, ToolError
-from acp_memory.tools.edit import EditFile
+from acp_memory.tools.edit import EditFile, WriteFile
 
 pytestmark = pytest.mark.anyio
 
@@ -228,3 +228,32 @@ async def test_an_edit_the_user_made_impossible_while_deciding_is_refused(tmp_pa
     with pytest.raises(ToolError, match="occurs 2 times"):
         await EditFile().run({"path": "a.txt", "old_text": "two", "new_text": "3"}, ctx)
     assert source.read_text() == "two\ntwo\n"
+
+
+class RecordingGate:
+    """A permission gate that allows everything and remembers what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[PermissionRequest] = []
+
+    async def ensure(self, ctx: ToolContext, request: PermissionRequest) -> None:
+        self.asked.append(request)
+
+
+async def test_the_user_is_never_asked_to_allow_an_edit_that_cannot_work(tmp_path):
+    (tmp_path / "a.txt").write_text("one\n")
+    gate = RecordingGate()
+    ctx = ToolContext("sess_x", tmp_path, "agent", permissions=gate)
+    with pytest.raises(ToolError, match="not found"):
+        await EditFile().run({"path": "a.txt", "old_text": "two", "new_text": "3"}, ctx)
+    assert gate.asked == []
+    await EditFile().run({"path": "a.txt", "old_text": "one", "new_text": "1"}, ctx)
+    target = str((tmp_path / "a.txt").resolve())
+    assert gate.asked == [PermissionRequest("write", target, "Edit a.txt")]
+
+
+async def test_a_write_with_no_permission_gate_is_refused_and_nothing_is_written(tmp_path):
+    ctx = ToolContext("sess_x", tmp_path, "agent")
+    with pytest.raises(ToolError, match="no permission gate to allow file writes"):
+        await WriteFile().run({"path": "a.txt", "content": "x"}, ctx)
+    assert not (tmp_path / "a.txt").exists()
