@@ -26,12 +26,12 @@ from acp_memory.engine.prompt import TurnContext
 from acp_memory.engine.turn import TurnContextSource, TurnEngine, TurnSetup
 from acp_memory.hooks.events import Subagent
 from acp_memory.llm.registry import ModelHandle
-from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent, status_phrase
+from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent
 from acp_memory.memory.agent import MemoryLaunch
 from acp_memory.memory.store import MemoryStore
 from acp_memory.sessions.model import new_session_id
 from acp_memory.sessions.store import Session
-from acp_memory.sessions.subagents import REPORT_HEADER, first_line, log_events
+from acp_memory.sessions.subagents import first_line, run_child_turn
 from acp_memory.tasks.log import TaskLog
 from acp_memory.tasks.pool import PoolRefused, Task, TaskFailed
 from acp_memory.tasks.records import LOG_FILE, TaskRecord, task_dir
@@ -51,18 +51,6 @@ NotifyMemory = Callable[[dict[str, Any]], Awaitable[None]]
 # How long the end of a turn waits for its own memory updates to go out (a stuck client
 # must not hold the prompt's answer for ever).
 SEND_BOUND_SECONDS = 5.0
-
-
-def llm_reason(err: LLMError) -> str:
-    """The provider's failure as the task record and the finished update say it:
-    status, reason phrase and the provider's words (`402 Payment Required: ...`)."""
-    if not err.status:
-        return err.message
-    # An HTTP error's message opens with its phrase; an error event inside a stream's not.
-    phrase, message = status_phrase(err.status), err.message
-    if phrase and not message.startswith(phrase):
-        message = f"{phrase}: {message}" if message else phrase
-    return f"{err.status} {message}"
 
 
 def run_reason(record: TaskRecord) -> str:
@@ -237,8 +225,7 @@ class MemoryRun:
             )
         elif total >= runner.memory_process_limit:
             reason = (
-                f"memory runs in flight for this process: {total} of "
-                f"{runner.memory_process_limit}"
+                f"memory runs in flight for this process: {total} of {runner.memory_process_limit}"
             )
         if reason is not None:
             log.warning("memory run skipped for %s: %s", session_id, reason)
@@ -342,17 +329,9 @@ class MemoryRun:
             template=launch.template,
             hooks=await runner.hooks.for_child(child, subagent),
         )
-        await task_log.write(f"task: {first_line(launch.task)}\n")
-        try:
-            stop = await engine.run(child, launch.task, model, log_events(task_log), setup)
-        except LLMError as err:
-            await task_log.write(f"\n[the memory model failed: {err}]\n")
-            raise TaskFailed(llm_reason(err)) from None
-        report = final_message(child)
-        await task_log.write(f"\n{REPORT_HEADER}\n{report or '(no final message)'}\n")
-        if stop != "end_turn":
-            await task_log.write(f"[the child's turn ended: {stop}]\n")
-        return report
+        return await run_child_turn(
+            engine, child, launch.task, model, setup, task_log, report_of=final_message
+        )
 
     # -- settling ----------------------------------------------------------------------------
 

@@ -23,11 +23,14 @@ from acp_memory.engine.events import (
     ToolCallStarted,
     TurnEvent,
 )
-from acp_memory.engine.turn import TurnSetup
+from acp_memory.engine.turn import TurnEngine, TurnSetup
 from acp_memory.hooks.events import Subagent
+from acp_memory.llm import types
+from acp_memory.llm.registry import ModelHandle
+from acp_memory.llm.types import LLMError, status_phrase
 from acp_memory.sessions.store import Session
 from acp_memory.tasks.log import TaskLog
-from acp_memory.tasks.pool import PoolRefused, Task, TaskPool
+from acp_memory.tasks.pool import PoolRefused, Task, TaskFailed, TaskPool
 from acp_memory.tools.base import Editor, EditorFor, ToolError
 from acp_memory.tools.registry import ToolSet
 
@@ -154,8 +157,6 @@ class Subagents:
     ) -> str:
         runner = self.runner
         model = runner.model_for(child.record.selected_model_id)
-        await task_log.write(f"task: {first_line(task_text)}\n")
-        emit = log_events(task_log)
         # The editor knows only the parent: a child's file and terminal requests, and its
         # permission questions, go to it in the parent's name.
         editor = EditorFor(self.editor, self.parent.id) if self.editor is not None else None
@@ -166,12 +167,46 @@ class Subagents:
             # Inside the child every ordinary event fires too, its payloads carrying its block.
             hooks=await runner.hooks.for_child(child, subagent),
         )
-        stop = await runner.engine.run(child, task_text, model, emit, setup)
-        report = last_reply(child)
-        await task_log.write(f"\n{REPORT_HEADER}\n{report or '(no final message)'}\n")
-        if stop != "end_turn":
-            await task_log.write(f"[the child's turn ended: {stop}]\n")
-        return report
+        return await run_child_turn(
+            runner.engine, child, task_text, model, setup, task_log, report_of=last_reply
+        )
+
+
+async def run_child_turn(
+    engine: TurnEngine,
+    child: Session,
+    task_text: str,
+    model: ModelHandle,
+    setup: TurnSetup,
+    task_log: TaskLog,
+    report_of: Callable[[Session], str],
+) -> str:
+    """A child's turn (spawn_agent and memory runs alike): its events in its task log, then
+    its report block; returns the report (`report_of` the child once its turn ended). A model
+    failure fails the task with its reason."""
+    await task_log.write(f"task: {first_line(task_text)}\n")
+    try:
+        stop = await engine.run(child, task_text, model, log_events(task_log), setup)
+    except LLMError as err:
+        await task_log.write(f"\n[the child's model failed: {err}]\n")
+        raise TaskFailed(llm_reason(err)) from None
+    report = report_of(child)
+    await task_log.write(f"\n{REPORT_HEADER}\n{report or '(no final message)'}\n")
+    if stop != "end_turn":
+        await task_log.write(f"[the child's turn ended: {stop}]\n")
+    return report
+
+
+def llm_reason(err: LLMError) -> str:
+    """The provider's failure as the task record and the finished update say it:
+    status, reason phrase and the provider's words (`402 Payment Required: ...`)."""
+    if not err.status:
+        return err.message
+    # An HTTP error's message opens with its phrase; an error event inside a stream's not.
+    phrase, message = status_phrase(err.status), err.message
+    if phrase and not message.startswith(phrase):
+        message = f"{phrase}: {message}" if message else phrase
+    return f"{err.status} {message}"
 
 
 def log_events(task_log: TaskLog) -> Callable[[TurnEvent], Awaitable[None]]:
@@ -204,5 +239,5 @@ def last_reply(session: Session) -> str:
 
 
 def first_line(text: str, limit: int = 60) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    """The first non-blank line of text, cut for a label or a log line."""
+    return types.first_line(text, limit)
