@@ -173,9 +173,7 @@ async def _story(demo: _Demo, client: _PrintingClient) -> list[str]:
     sessions: list[str] = []
     print("\n== an editor starts the agent and opens a session")
     async with spawn_agent(client, demo.agent_args) as conn:
-        sid = (await conn.new_session(cwd=str(demo.cwd), mcp_servers=[])).session_id
-        sessions.append(sid)
-        print(f"   session {sid}")
+        sid = await _new_session(conn, demo, sessions)
         if SEED_ANSWER not in await _ask(conn, client, sid, ASK_SEED):
             raise DemoError(f"the note global:{SEED_NAME} was not recalled")
         before = _notes(demo.global_root)
@@ -193,12 +191,17 @@ async def _story(demo: _Demo, client: _PrintingClient) -> list[str]:
         print(f"   global:{path}: {after[path].strip()}")
     print("\n== another agent process, a fresh session: no history, only the notes on disk")
     async with spawn_agent(client, demo.agent_args) as conn:
-        sid = (await conn.new_session(cwd=str(demo.cwd), mcp_servers=[])).session_id
-        sessions.append(sid)
-        print(f"   session {sid}")
+        sid = await _new_session(conn, demo, sessions)
         if NEW_ANSWER not in await _ask(conn, client, sid, ASK_NEW):
             raise DemoError("the fresh session did not recall the new fact")
     return sessions
+
+
+async def _new_session(conn: ClientSideConnection, demo: _Demo, sessions: list[str]) -> str:
+    sid = (await conn.new_session(cwd=str(demo.cwd), mcp_servers=[])).session_id
+    sessions.append(sid)
+    print(f"   session {sid}")
+    return sid
 
 
 def _notes(root: Path) -> dict[str, str]:

@@ -38,7 +38,7 @@ from acp_memory.commands.registry import COMMANDS
 from acp_memory.engine.events import TurnEvent
 from acp_memory.engine.turn import StopReason
 from acp_memory.jsonrpc.connection import after_reply
-from acp_memory.jsonrpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
+from acp_memory.jsonrpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
 from acp_memory.sessions.lock import BundleBusy
@@ -55,6 +55,8 @@ from acp_memory.tools.base import Editor
 log = logging.getLogger(__name__)
 
 SESSION_BUSY = -32001
+# ACP's own code for an unknown session (or other resource).
+RESOURCE_NOT_FOUND = -32002
 LIST_PAGE_SIZE = 50
 MODES = {
     "agent": ("Agent", "Reads and changes the workspace with every tool."),

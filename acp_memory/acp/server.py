@@ -83,7 +83,7 @@ async def serve(
             try:
                 async with anyio.create_task_group() as front:
                     if stop is not None:
-                        front.start_soon(_cancel_when_set, stop, front.cancel_scope)
+                        front.start_soon(cancel_when_set, stop, front.cancel_scope)
                     await conn.serve()
                     front.cancel_scope.cancel()
             finally:
@@ -94,7 +94,8 @@ async def serve(
         log.info("input closed; agent stopped")
 
 
-async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+async def cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    """Cancel `scope` once `event` is set (a stop signal ending a surface's front door)."""
     await event.wait()
     scope.cancel()
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from acp_memory.tasks.process import SHELL, signal_group
+from acp_memory.tasks.process import SHELL, signal_group, track_group, untrack_group
 
 # Bytes of stdout and of stderr kept; the rest is read and dropped, so a chatty hook can
 # neither block on a full pipe nor flood a turn's context.
@@ -41,17 +41,20 @@ async def run_hook(command: str, payload: bytes, cwd: Path, limit_seconds: float
     # Claude Code's variable, so a pasted "$CLAUDE_PROJECT_DIR/.claude/hooks/x.sh" works.
     env = {**os.environ, "CLAUDE_PROJECT_DIR": str(cwd)}
     try:
-        proc = await anyio.open_process(
-            [SHELL, "-c", command],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,  # its own process group: a kill reaches what it started
-        )
+        # Shielded: a spawn cut short by a cancel would leave a process nobody kills.
+        with anyio.CancelScope(shield=True):
+            proc = await anyio.open_process(
+                [SHELL, "-c", command],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,  # its own process group: a kill reaches what it started
+            )
     except OSError as exc:
         return HookRun(command, FAILED, "", f"cannot start it: {exc}")
+    track_group(proc.pid)  # killed with the agent, should it go first
     out, err = _Capture(), _Capture()
     code: int | None = None
     try:
@@ -71,6 +74,7 @@ async def run_hook(command: str, payload: bytes, cwd: Path, limit_seconds: float
         with anyio.CancelScope(shield=True):
             if code is None:
                 signal_group(proc.pid, signal.SIGKILL)
+            untrack_group(proc.pid)
             with anyio.move_on_after(EOF_GRACE_SECONDS):
                 await proc.aclose()
     if code is None:

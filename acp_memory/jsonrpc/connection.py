@@ -110,11 +110,13 @@ class _Budget:
 class _Batch:
     """The answers of one batch, sent together once its last request is done."""
 
-    __slots__ = ("answers", "remaining")
+    __slots__ = ("after", "answers", "remaining")
 
     def __init__(self, size: int) -> None:
         self.answers: list[Any] = [None] * size
         self.remaining = 0
+        # Its members' after_reply work: it waits for the batch's one answer.
+        self.after: list[Callable[[], Awaitable[None]]] = []
 
 
 class _Waiting:
@@ -361,10 +363,13 @@ class Connection:
                 if response is not None:
                     await self._post(response)
             else:
-                item.batch.answers[item.index] = response
-                item.batch.remaining -= 1
-                if not item.batch.remaining:
-                    await self._post_batch(item.batch)
+                batch = item.batch
+                batch.answers[item.index] = response
+                batch.after += after
+                batch.remaining -= 1
+                after = [] if batch.remaining else batch.after
+                if not batch.remaining:
+                    await self._post_batch(batch)
             for work in after:
                 try:
                     await work()

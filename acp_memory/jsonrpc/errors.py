@@ -9,8 +9,6 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-# ACP's own code for an unknown session (or other resource).
-RESOURCE_NOT_FOUND = -32002
 
 
 class RpcError(Exception):

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from acp_memory.acp.server import build_runner
+from acp_memory.acp.server import build_runner, cancel_when_set
 from acp_memory.acp.updates import event_update
 from acp_memory.cli import describe_os_error, error
 from acp_memory.config import Config, Paths
@@ -229,12 +229,7 @@ class PrintTurn:
     async def _until_stopped(self, text: str, stop: anyio.Event) -> None:
         """The turn and the memory wait, cancelled by Ctrl-C or SIGTERM (`stop`)."""
         async with anyio.create_task_group() as tg:
-
-            async def on_stop() -> None:
-                await stop.wait()
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(on_stop)
+            tg.start_soon(cancel_when_set, stop, tg.cancel_scope)
             await self._turn_then_memory(text)
             tg.cancel_scope.cancel()
 

@@ -42,6 +42,16 @@ _QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat"}
 _LIVE_GROUPS: set[int] = set()
 
 
+def track_group(pgid: int) -> None:
+    """Have SIGTERM, SIGHUP and interpreter exit kill this process group (commands, hooks)."""
+    _LIVE_GROUPS.add(pgid)
+
+
+def untrack_group(pgid: int) -> None:
+    """The group is gone (or killed by its owner): nothing left to kill at exit."""
+    _LIVE_GROUPS.discard(pgid)
+
+
 @atexit.register
 def _kill_live_groups() -> None:
     for pgid in list(_LIVE_GROUPS):
@@ -149,7 +159,7 @@ class LocalProcess:
                 env={**os.environ, **_QUIET_ENV},
                 start_new_session=True,  # its own process group: a stop reaches its children
             )
-            _LIVE_GROUPS.add(proc.pid)
+            track_group(proc.pid)
             self = cls(proc, log, grace)
             tg.start_soon(self._pump, name=f"command {proc.pid}")
         return self
@@ -186,7 +196,7 @@ class LocalProcess:
                     self.exit = await self._terminate()
                 # Whatever the command left behind in its group goes with it.
                 signal_group(proc.pid, signal.SIGKILL)
-                _LIVE_GROUPS.discard(proc.pid)
+                untrack_group(proc.pid)
                 with anyio.move_on_after(1):
                     await proc.aclose()
                 self.done.set()

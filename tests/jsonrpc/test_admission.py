@@ -10,7 +10,7 @@ import anyio
 import pytest
 from memory_wire import Peer
 
-from acp_memory.jsonrpc.connection import Connection
+from acp_memory.jsonrpc.connection import Connection, after_reply
 
 pytestmark = pytest.mark.anyio
 
@@ -208,3 +208,25 @@ async def test_answers_to_our_requests_are_taken_from_a_batch_of_any_size():
 
 async def _ask_into(conn: Connection, n: int, into: list[Any]) -> None:
     into.append(await conn.request("client/n", {"n": n}))
+
+
+async def test_after_reply_work_follows_the_answer_and_a_batch_answer_as_a_whole():
+    # The member that finishes first asks for a notification: it must wait for the batch's
+    # one answer, or the peer would see it before the answer it depends on.
+    gate = _Gate()
+
+    async def first(params: dict[str, Any]) -> Any:
+        after_reply(lambda: conn.notify("after", params))
+        return "first"
+
+    async with _serving(
+        lambda p: Connection(p.receive_stream, p.send_stream, {"first": first, "hold": gate.hold})
+    ) as (conn, peer):
+        await peer.send_json(_req(1, "first", {"k": 1}))
+        assert (await peer.recv())["id"] == 1
+        assert (await peer.recv())["method"] == "after"
+        await peer.send_json([_req(2, "first", {"k": 2}), _req(3, "hold", {"n": 3})])
+        await anyio.wait_all_tasks_blocked()
+        gate.opened.set()
+        assert [a["id"] for a in await peer.recv()] == [2, 3]
+        assert await peer.recv() == {"jsonrpc": "2.0", "method": "after", "params": {"k": 2}}

@@ -60,3 +60,34 @@ async def test_a_terminated_agent_process_kills_its_commands_process_groups(
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(leader, signal.SIGKILL)  # a failing run leaves nothing behind
+
+
+HOOK_RUNNER = """
+import sys, anyio
+from pathlib import Path
+from acp_memory.hooks.command import run_hook
+from acp_memory.tasks.process import groups_killed_on_termination
+
+async def main(fifo: str) -> None:
+    with groups_killed_on_termination():
+        await run_hook(f'sleep 600 & echo "$$ $!" > {fifo}; wait', b"{}", Path(fifo).parent, 600)
+
+anyio.run(main, sys.argv[1])
+"""
+
+
+async def test_a_terminated_agent_process_kills_a_running_hooks_process_group(tmp_path: Path):
+    ready = Fifo(tmp_path / "ready")
+    proc = await anyio.open_process(
+        [sys.executable, "-c", HOOK_RUNNER, str(ready.path)], stderr=subprocess.DEVNULL
+    )
+    async with proc:
+        leader, child = map(int, (await ready.read_line(timeout=20)).split())
+        try:
+            proc.send_signal(signal.SIGTERM)
+            with anyio.fail_after(10):
+                assert await proc.wait() == -signal.SIGTERM
+            await assert_gone(leader, child)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(leader, signal.SIGKILL)
