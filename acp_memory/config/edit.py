@@ -20,6 +20,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RuamelYAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from acp_memory.config.loader import ConfigError, parse_raw
+
 INDENT = 2  # the step of a section this module adds to a file
 # Strings written bare: words, model ids and paths that YAML reads back as the same string.
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./@+-]*")
@@ -66,16 +68,11 @@ def same_value(a: Any, b: Any) -> bool:
 
 
 def _load(text: str) -> dict[str, Any]:
-    """The document as the config loader reads it (PyYAML)."""
+    """The document as the config loader reads it."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigEditError(f"not valid YAML: {exc}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigEditError("the top level must be a mapping of sections")
-    return data
+        return parse_raw(text)
+    except ConfigError as exc:
+        raise ConfigEditError(str(exc)) from None
 
 
 def _plan(text: str, section: str, changes: Mapping[str, Any]) -> list[Splice]:

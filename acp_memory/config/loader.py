@@ -101,13 +101,21 @@ def read_raw(path: Path) -> dict[str, Any] | None:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
+        return parse_raw(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def parse_raw(text: str) -> dict[str, Any]:
+    """The YAML mapping a config file's text holds ({} when it is empty)."""
+    try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"not valid YAML: {exc}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+        raise ConfigError("the top level must be a mapping of sections")
     return data
 
 

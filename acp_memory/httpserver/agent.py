@@ -13,7 +13,7 @@ import logging
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 from anyio.abc import TaskGroup
@@ -23,6 +23,7 @@ from acp_memory.engine.events import TurnEvent
 from acp_memory.engine.turn import StopReason
 from acp_memory.httpserver.errors import ApiError
 from acp_memory.httpserver.events import EventHub
+from acp_memory.httpserver.models import Mode
 from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
 from acp_memory.memory.store import MemoryStore
@@ -33,7 +34,7 @@ from acp_memory.tasks.pool import TaskPool
 
 log = logging.getLogger(__name__)
 
-MODES = ("agent", "plan", "ask")
+MODES: tuple[str, ...] = get_args(Mode)
 
 OnEvent = Callable[[TurnEvent], Awaitable[None]]
 
@@ -143,12 +144,10 @@ class HttpAgent:
             self.check_mode(mode)
         if model is not None:
             self.check_model(model)
-        if (mode or record.mode) == record.mode and (model or record.selected_model_id) == (
-            record.selected_model_id
-        ):
+        wanted = (mode or record.mode, model or record.selected_model_id)
+        if wanted == (record.mode, record.selected_model_id):
             return
-        record.mode = mode or record.mode
-        record.selected_model_id = model or record.selected_model_id
+        record.mode, record.selected_model_id = wanted
         with _writes(session):
             await session.save_record()
 

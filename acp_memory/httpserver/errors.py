@@ -65,9 +65,14 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return error_response(400, describe_validation(exc.errors()))
 
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # A bug: the server's log gets the traceback (Starlette re-raises), the client one line.
+        return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
+
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(Exception, unexpected)
 
 
 def describe_validation(errors: Any) -> str:

@@ -132,11 +132,10 @@ def _write(store: MemoryStore, body: NoteBody) -> MemoryFile:
         )
         raise ApiError(413 if too_big else 400, str(exc)) from None
     loc = store.note_location(result.path)
-    _, content = store.read(loc.display)
     return MemoryFile(
         root=body.root,
         path=loc.rel,
-        content=content,
+        content=result.redaction.text,  # what was written
         status="updated" if result.updated else "saved",
         redacted=sorted(result.redaction.removed),
     )

@@ -9,6 +9,7 @@ carrying that header continues the session.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import secrets
 import time
@@ -42,6 +43,8 @@ FINISH_REASONS: dict[StopReason, str] = {
     "cancelled": "stop",
 }
 DONE = b"data: [DONE]\n\n"
+
+log = logging.getLogger(__name__)
 
 
 class Reply:
@@ -182,19 +185,18 @@ class _Stream:
                 finally:
                     agent.release(session)
                 await self._chunk({}, FINISH_REASONS[stop])
-                await self.send.send(DONE)
+                await self._send(DONE)
             except ApiError as exc:
                 await self._frame(error_body(exc.status, exc.message))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # the client went away; its turn was cancelled
+            except Exception as exc:
+                # It runs in the agent's task group: an error escaping would stop the server.
+                log.exception("session %s: the streamed turn failed", session.id)
+                await self._frame(error_body(500, f"the turn failed: {exc}"))
 
     async def _on_event(self, event: TurnEvent) -> None:
         piece = self.reply.add(event)
         if piece:
-            try:
-                await self._chunk({"content": piece})
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self.scope.cancel()
+            await self._chunk({"content": piece})
 
     async def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> None:
         await self._frame(
@@ -202,7 +204,13 @@ class _Stream:
         )
 
     async def _frame(self, data: dict[str, Any]) -> None:
-        await self.send.send(f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode())
+        await self._send(f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode())
+
+    async def _send(self, frame: bytes) -> None:
+        try:
+            await self.send.send(frame)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.scope.cancel()  # the client went away: its turn ends too
 
 
 def _last_user_text(body: ChatCompletionRequest) -> str:

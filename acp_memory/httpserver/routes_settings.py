@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import anyio
-import yaml
 from fastapi import APIRouter
 from pydantic import Field, JsonValue
 
@@ -24,7 +23,7 @@ from acp_memory.atomic import write_atomic
 from acp_memory.camel import CamelModel
 from acp_memory.config import Config, ConfigError
 from acp_memory.config.edit import ConfigEditError, same_value, set_keys
-from acp_memory.config.loader import parse_config
+from acp_memory.config.loader import parse_config, parse_raw
 from acp_memory.config.models import MemoryConfig
 from acp_memory.httpserver.agent import HttpAgent
 from acp_memory.httpserver.errors import ApiError
@@ -131,10 +130,9 @@ def _settings(path: Path, text: str | None, revision: str, cfg: Config) -> Memor
 def _section(path: Path, text: str | None) -> dict[str, Any]:
     """The file's memory mapping as written (empty when it has none)."""
     try:
-        raw = yaml.safe_load(text) if text else None
-    except yaml.YAMLError as exc:
-        raise ApiError(500, f"{path} is not valid YAML: {exc}") from None
-    section = raw.get("memory") if isinstance(raw, dict) else None
+        section = parse_raw(text).get("memory") if text else None
+    except ConfigError as exc:
+        raise ApiError(500, f"{path}: {exc}") from None
     return section if isinstance(section, dict) else {}
 
 
@@ -147,7 +145,7 @@ def _validated(path: Path, text: str) -> Config:
     """The config the edited text holds, refused as the next start would refuse it; a model
     the memory keys name must be a configured one."""
     try:
-        cfg = parse_config(yaml.safe_load(text) or {}, path)
+        cfg = parse_config(parse_raw(text), path)
     except ConfigError as exc:
         raise ApiError(400, str(exc)) from None
     ids = cfg.model_ids()

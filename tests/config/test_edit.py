@@ -44,6 +44,13 @@ def test_values_asked_as_they_are_keep_their_var_references_and_quoting():
     assert set_keys(edited, "memory", {"wait_seconds": 3.0}) == edited
 
 
+def test_a_boolean_asked_where_the_file_has_a_number_is_written():
+    # YAML's 1 is not true: left as it is, the file would keep saying something else.
+    assert set_keys("memory:\n  enable: 1\n", "memory", {"enable": True}) == (
+        "memory:\n  enable: true\n"
+    )
+
+
 def test_a_missing_key_is_added_at_the_indentation_of_its_section():
     text = "memory:\n    enable: true  # on\n\nagent:\n    max_turns: 5\n"
     edited = set_keys(text, "memory", {"wait_seconds": 7, "model": "openai/gpt-4.1-mini"})

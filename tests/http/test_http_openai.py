@@ -108,26 +108,45 @@ async def test_a_reply_split_by_a_tool_call_has_a_blank_line_between_its_message
 
 
 class FailingProvider:
+    """A model whose every call fails with `error`."""
+
     name = "failing"
 
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        raise LLMError("402 Payment Required: out of credit", status=402, provider="fake")
+        raise self.error
         yield  # an async generator that fails on its first step
 
 
-async def test_a_model_failure_is_502_or_an_error_chunk_when_streaming(paths):
+@pytest.mark.parametrize(
+    ("error", "status", "kind", "says"),
+    [
+        (LLMError("402 Payment Required: out of credit", status=402, provider="fake"), 502,
+         "model_error", "out of credit"),
+        # A bug, not a model's refusal: a JSON 500 too, and a streamed turn's failure must not
+        # stop the server (the turn runs in the server's task group).
+        (RuntimeError("a bug in the provider"), 500, "server_error", "a bug in the provider"),
+    ],
+)
+async def test_a_failure_is_an_error_answer_or_chunk_and_the_server_keeps_serving(
+    paths, error, status, kind, says
+):
     async with served(Config(), paths) as api:
-        use_model(api, FailingProvider())
+        use_model(api, FailingProvider(error))
         plain = await api.client.post("/v1/chat/completions", json=chat("hi"))
         async with api.client.stream(
             "POST", "/v1/chat/completions", json=chat("hi", stream=True)
         ) as resp:
             lines = [line async for line in resp.aiter_lines() if line]
-    assert plain.status_code == 502
-    assert plain.json()["error"]["type"] == "model_error"
-    assert "out of credit" in plain.json()["error"]["message"]
+        after = await api.client.get("/v1/models")
+    assert plain.status_code == status
+    assert plain.json()["error"]["type"] == kind
+    assert says in plain.json()["error"]["message"]
     last = json.loads(lines[-1].removeprefix("data: "))
-    assert last["error"]["type"] == "model_error" and "out of credit" in last["error"]["message"]
+    assert last["error"]["type"] == kind and says in last["error"]["message"]
+    assert after.status_code == 200
 
 
 BAD_COMPLETIONS = [

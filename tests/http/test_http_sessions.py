@@ -156,6 +156,21 @@ async def test_delete_removes_the_bundle_with_its_memory_children_and_ends_its_s
     assert after.status_code == 404 and child_after.status_code == 404
 
 
+async def test_delete_stops_a_running_memory_run_before_the_bundle_goes(paths):
+    held = HeldProvider()
+    async with served(memory_config(wait_seconds=0), paths) as api:
+        use_model(api, held, child=True)
+        sid = await api.new_session()
+        assert (await api.prompt(sid, "What do I like?")).status_code == 200
+        with anyio.fail_after(BOUND_S):
+            await held.started.wait()
+        deleted = await api.client.delete(f"/coddy/sessions/{sid}")
+        assert held.cancelled.is_set()  # stopped before the answer, not after it
+    assert deleted.status_code == 200
+    # The stopped run's record was written before the bundle went, not into a new one.
+    assert not (paths.sessions_dir / sid).exists()
+
+
 async def test_a_memory_child_cannot_be_deleted_on_its_own(paths):
     async with served(memory_config(), paths) as api:
         sid = await api.new_session()
