@@ -1,7 +1,7 @@
 """Secret redaction: detection rate over generated secrets, false positives over harmless lines,
 and the time each pass takes on adversarial input.
 
-Run: /work/venv/bin/python bench/redaction.py
+Run: .venv/bin/python bench/redaction.py
 The corpus is deterministic: at least 200 secrets of every listed kind in realistic contexts,
 and at least 200 harmless lines (git hashes, UUIDs, identifiers, base64 images, prose).
 If detect-secrets happens to be installed, its figures on the same corpus are printed beside ours.

@@ -1,6 +1,6 @@
 """Search at scale: index build, warm and after-edit latency against ripgrep, and ranking quality.
 
-Run: /work/venv/bin/python bench/search.py [--notes 10000] [--keep DIR] [--watchers]
+Run: .venv/bin/python bench/search.py [--notes 10000] [--keep DIR] [--watchers]
 Prints every figure beside a baseline measured in the same run (ripgrep for speed, the seed's
 plain word-overlap ranking for quality). --watchers instead compares the index's change
 notification (inotify, read directly) with the watchfiles library on the same corpus: searches

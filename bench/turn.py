@@ -1,6 +1,6 @@
 """The turn engine's own overhead per step, against the network round trip alone.
 
-Run from the repo root: /work/venv/bin/python bench/turn.py [--turns 200] [--per-session 20]
+Run from the repo root: .venv/bin/python bench/turn.py [--turns 200] [--per-session 20]
 
 An instant fake OpenAI server on loopback answers every request at once. Two intervals are
 timed for each turn, with one clock (everything runs in one event loop):
@@ -49,9 +49,9 @@ SAVES: list[tuple[float, float]] = []  # (start, end) of every bundle write duri
 
 
 def _timed(write: Any) -> Any:
-    def timed(path: Any, obj: Any) -> None:
+    def timed(path: Any, obj: Any, **options: Any) -> None:
         start = time.perf_counter()
-        write(path, obj)
+        write(path, obj, **options)
         SAVES.append((start, time.perf_counter()))
 
     return timed
