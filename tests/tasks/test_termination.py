@@ -60,17 +60,28 @@ async def test_a_terminated_agent_process_kills_its_commands_process_groups(
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(leader, signal.SIGKILL)  # a failing run leaves nothing behind
+            if proc.returncode is None:
+                proc.kill()  # nor a runner that never got its signal
 
 
 HOOK_RUNNER = """
 import sys, anyio
 from pathlib import Path
 from acp_memory.hooks.command import run_hook
+from acp_memory.tasks import process
 from acp_memory.tasks.process import groups_killed_on_termination
 
 async def main(fifo: str) -> None:
     with groups_killed_on_termination():
-        await run_hook(f'sleep 600 & echo "$$ $!" > {fifo}; wait', b"{}", Path(fifo).parent, 600)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                run_hook, f'sleep 600 & echo "$$ $!" > {fifo}; wait', b"{}", Path(fifo).parent, 600
+            )
+            # The shell may write its line before run_hook has tracked its group; a signal in
+            # that gap is not what this test is about, so it waits until the group is known.
+            while not process._LIVE_GROUPS:
+                await anyio.wait_all_tasks_blocked()
+            print("followed", flush=True)
 
 anyio.run(main, sys.argv[1])
 """
@@ -82,8 +93,11 @@ async def test_a_terminated_agent_process_kills_a_running_hooks_process_group(tm
         [sys.executable, "-c", HOOK_RUNNER, str(ready.path)], stderr=subprocess.DEVNULL
     )
     async with proc:
+        assert proc.stdout is not None
         leader, child = map(int, (await ready.read_line(timeout=20)).split())
         try:
+            with anyio.fail_after(20):
+                assert (await proc.stdout.receive()).startswith(b"followed")
             proc.send_signal(signal.SIGTERM)
             with anyio.fail_after(10):
                 assert await proc.wait() == -signal.SIGTERM
@@ -91,3 +105,5 @@ async def test_a_terminated_agent_process_kills_a_running_hooks_process_group(tm
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(leader, signal.SIGKILL)
+            if proc.returncode is None:
+                proc.kill()
