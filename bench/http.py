@@ -1,6 +1,6 @@
 """Requests per second and latency of the HTTP API, against a trivial route of the same server.
 
-Run from the repo root: .venv/bin/python bench/http_api.py [--requests 400] [--chats 200]
+Run from the repo root: .venv/bin/python bench/http.py [--requests 400] [--chats 200]
 
 `acp-memory http` runs as its own process (as it is deployed) on a free loopback port, in a
 throw-away home on the built-in offline model; httpx clients in this process send requests
