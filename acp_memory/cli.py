@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import stat
 import sys
 from collections.abc import Callable, Sequence
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from acp_memory import __version__
+from acp_memory.oserror import describe_os_error
 from acp_memory.printmode.options import (
     EXIT_CODES_HELP,
     PrintOptions,
@@ -192,16 +192,6 @@ def load(args: argparse.Namespace) -> tuple[Config, Paths]:
         home=args.home, config=args.config, sessions_dir=args.sessions_dir, cwd=args.cwd, cfg=cfg
     )
     return cfg, paths
-
-
-def describe_os_error(what: str, exc: OSError) -> str:
-    """`<what>: <path>: <reason>`: an OSError as the one line a user reads."""
-    parts = [what]
-    for name in (exc.filename, exc.filename2):
-        if name is not None:
-            parts.append(os.fsdecode(name) if isinstance(name, str | bytes) else str(name))
-    parts.append(exc.strerror or str(exc))
-    return ": ".join(parts)
 
 
 def error(line: str) -> None:

@@ -49,3 +49,9 @@ def exit_code(got: Signals | None) -> int:
     """The process's exit status after a graceful stop: 130 for Ctrl-C as shells report it,
     0 for SIGTERM (a requested stop) and for the end of input."""
     return 130 if got == SIGINT else 0
+
+
+async def cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    """Cancel `scope` once `event` is set (a stop signal ending a surface's front door)."""
+    await event.wait()
+    scope.cancel()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,6 +41,7 @@ from acp_memory.jsonrpc.connection import after_reply
 from acp_memory.jsonrpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
+from acp_memory.oserror import os_error_text
 from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.runner import SessionRunner
 from acp_memory.sessions.store import (
@@ -49,6 +50,15 @@ from acp_memory.sessions.store import (
     SessionNotFound,
     decode_cursor,
     encode_cursor,
+)
+from acp_memory.sessions.table import (
+    ReadOnlySession,
+    SessionTable,
+    SessionUnsaved,
+    Stopping,
+    TurnRunning,
+    refuse_child,
+    saving,
 )
 from acp_memory.tools.base import Editor
 
@@ -87,8 +97,7 @@ class AcpAgent:
         self.peer: Peer | None = None
         self.editor: Editor | None = None  # what the client offers, known after initialize
         self.client_capabilities: dict[str, Any] = {}
-        self._sessions: dict[str, Session] = {}
-        self._turns: dict[str, anyio.CancelScope] = {}
+        self.table = SessionTable(self.store)
 
     def handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[Any]]]:
         return {
@@ -117,9 +126,8 @@ class AcpAgent:
         return await authenticate(params)
 
     def cancel_all(self) -> None:
-        """Cancel every running turn (the input closed)."""
-        for scope in self._turns.values():
-            scope.cancel()
+        """Cancel every running turn and start no more (the input closed)."""
+        self.table.stop()
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -130,8 +138,10 @@ class AcpAgent:
         try:
             session = await self.runner.create_session(cwd, mcp_servers=servers)
         except OSError as exc:
-            raise RpcError(INTERNAL_ERROR, f"cannot create the session: {_os_error(exc)}") from None
-        self._sessions[session.id] = session
+            raise RpcError(
+                INTERNAL_ERROR, f"cannot create the session: {os_error_text(exc)}"
+            ) from None
+        self.table.add(session)
         self._advertise_commands(session.id)
         return {"sessionId": session.id, **self._session_state(session)}
 
@@ -139,9 +149,9 @@ class AcpAgent:
         req = parse_params(LoadSessionRequest, params)
         cwd = await _workspace(req.cwd)
         session = await self.session(req.session_id)
-        if session.record.cwd != cwd and req.session_id not in self._turns:
+        if session.record.cwd != cwd and not self.table.running(req.session_id):
             session.record.cwd = cwd
-            async with _writes(session):
+            with _writes(session):
                 await session.save_record()  # only session.json changed
         for update in replay_updates(session.messages):
             await self._update(session.id, update)
@@ -177,37 +187,28 @@ class AcpAgent:
 
     async def session(self, session_id: str) -> Session:
         """A session of this process, loading its bundle on first use."""
-        if session := self._sessions.get(session_id):
-            return session
         try:
-            session = await anyio.to_thread.run_sync(self.store.load, session_id)
+            return await self.table.get(session_id)
         except SessionNotFound:
             raise RpcError(RESOURCE_NOT_FOUND, f"Session not found: {session_id}") from None
         except BundleError as exc:
             raise RpcError(
                 RESOURCE_NOT_FOUND, f"Session {session_id} cannot be loaded: {exc}"
             ) from None
-        # Two requests may have loaded it at once; the first one in wins.
-        return self._sessions.setdefault(session_id, session)
 
     async def writable_session(self, session_id: str) -> Session:
         """A session the client may prompt or change: never a subagent's child session."""
-        session = await self.session(session_id)
-        record = session.record
-        if record.subagent_run:
+        try:
+            return refuse_child(await self.session(session_id))
+        except ReadOnlySession as exc:
             raise RpcError(
                 INVALID_PARAMS,
-                f"Invalid params: sessionId: {session_id} is a child session that "
-                f"{record.subagent_name or 'a subagent'} ran for {record.parent_session_id}; "
-                "it is read-only (load it to read its transcript)",
-            )
-        return session
+                f"Invalid params: sessionId: {exc} (load it to read its transcript)",
+            ) from None
 
     def close(self) -> None:
         """Release every session's bundle for other processes (the connection ended)."""
-        for session in self._sessions.values():
-            self.runner.close_pool(session.id)  # its tasks end with it, process groups and all
-            session.close()
+        self.table.close(self.runner.close_pool)
 
     # -- modes and options -------------------------------------------------------------
 
@@ -231,7 +232,7 @@ class AcpAgent:
                     f"choose one of {', '.join(self.cfg.model_ids())}",
                 )
             session.record.selected_model_id = value
-            async with _writes(session):
+            with _writes(session):
                 await session.save_record()  # only session.json changed
         else:
             raise RpcError(
@@ -247,7 +248,7 @@ class AcpAgent:
             )
         if session.record.mode != mode_id:
             session.record.mode = mode_id
-            async with _writes(session):
+            with _writes(session):
                 await session.save_record()  # only session.json changed
         await self._update(
             session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
@@ -294,19 +295,20 @@ class AcpAgent:
         req = parse_params(PromptRequest, params)
         session = await self.writable_session(req.session_id)
         text = prompt_text(list(req.prompt))
-        if session.id in self._turns:
+        try:
+            scope = self.table.claim(session)
+        except TurnRunning as exc:
             raise RpcError(
-                SESSION_BUSY,
-                f"Session {session.id} is already running a prompt; "
-                "wait for its answer or send session/cancel first",
-            )
-        scope = self._turns[session.id] = anyio.CancelScope()
+                SESSION_BUSY, f"{exc}; wait for its answer or send session/cancel first"
+            ) from None
+        except Stopping:
+            raise RpcError(INTERNAL_ERROR, "the agent is stopping: its input closed") from None
         stop: StopReason = "cancelled"
         try:
             with scope:
                 stop = await self._run_turn(session, text)
         finally:
-            del self._turns[session.id]
+            self.table.release(session)
         return {"stopReason": "cancelled" if scope.cancel_called else stop}
 
     async def _run_turn(self, session: Session, text: str) -> StopReason:
@@ -317,7 +319,7 @@ class AcpAgent:
             await self._memory_run(session.id, update)
 
         try:
-            async with _writes(session):
+            with _writes(session):
                 return await self.runner.run_turn(
                     session, text, emit, editor=self.editor, notify_memory=notify_memory
                 )
@@ -330,9 +332,7 @@ class AcpAgent:
 
     async def cancel(self, params: dict[str, Any]) -> None:
         req = parse_params(CancelNotification, params)
-        scope = self._turns.get(req.session_id)
-        if scope is not None:
-            scope.cancel()
+        self.table.cancel(req.session_id)
 
     def _advertise_commands(self, session_id: str) -> None:
         """The built-in slash commands, sent once the answer is out: an editor drops updates
@@ -399,19 +399,13 @@ async def _workspace(cwd: str) -> str:
     return cwd
 
 
-@asynccontextmanager
-async def _writes(session: Session) -> AsyncIterator[None]:
+@contextmanager
+def _writes(session: Session) -> Iterator[None]:
     """A bundle that cannot be written becomes an error the editor shows, never a traceback."""
     try:
-        yield
+        with saving(session):
+            yield
     except BundleBusy as exc:
         raise RpcError(SESSION_BUSY, f"Session {session.id} is busy: {exc}") from None
-    except OSError as exc:
-        log.warning("session %s: %s", session.id, _os_error(exc))
-        raise RpcError(
-            INTERNAL_ERROR, f"Session {session.id} cannot be saved: {_os_error(exc)}"
-        ) from None
-
-
-def _os_error(exc: OSError) -> str:
-    return f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+    except SessionUnsaved as exc:
+        raise RpcError(INTERNAL_ERROR, str(exc)) from None

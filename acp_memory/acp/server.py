@@ -3,61 +3,18 @@
 from __future__ import annotations
 
 import logging
-from functools import partial
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from acp_memory.acp.agent import AcpAgent, unconfigured_handlers
 from acp_memory.config import Config, Paths
-from acp_memory.engine.prompt import Templates
-from acp_memory.engine.turn import TurnEngine
 from acp_memory.jsonrpc.connection import Connection
 from acp_memory.llm.registry import ProviderHub
-from acp_memory.memory.direct import DirectMemoryTool
-from acp_memory.sessions.runner import SessionRunner
-from acp_memory.tools.agents import SpawnAgent
-from acp_memory.tools.background import BACKGROUND_TOOLS
-from acp_memory.tools.command import RunCommand
-from acp_memory.tools.edit import EditFile, WriteFile
-from acp_memory.tools.files import ListDirectory, ReadFile
-from acp_memory.tools.plan import WritePlan
-from acp_memory.tools.registry import ToolRegistry
-from acp_memory.tools.search import Glob, Grep
+from acp_memory.sessions.build import build_runner
+from acp_memory.signals import cancel_when_set
 
 log = logging.getLogger(__name__)
-
-
-def build_engine(cfg: Config, paths: Paths | None = None) -> TurnEngine:
-    """The turn engine with the configured templates and the main agent's tools; with
-    memory.inline, Kodik's `memory` tool too, whose global root needs `paths`."""
-    tools = ToolRegistry(
-        [
-            ReadFile(),
-            ListDirectory(),
-            Glob(),
-            Grep(),
-            WriteFile(),
-            EditFile(),
-            WritePlan(),
-            RunCommand(),
-            *(tool() for tool in BACKGROUND_TOOLS),
-            SpawnAgent(),
-        ]
-    )
-    if cfg.memory.inline:
-        if paths is None:
-            raise ValueError("memory.inline needs the home folder's paths for its memory tool")
-        tools.add(DirectMemoryTool(cfg, paths))
-    return TurnEngine(Templates(cfg.prompts.dir), tools, cfg.agent.max_turns)
-
-
-def build_runner(cfg: Config, paths: Paths, hub: ProviderHub) -> SessionRunner:
-    """The session runner of one surface: engine, models, tool services."""
-    engine = build_engine(cfg, paths)
-    return SessionRunner(
-        cfg, paths, engine, hub.model, partial(hub.model, wait_for_limit_reset=False)
-    )
 
 
 def build_agent(cfg: Config, paths: Paths, hub: ProviderHub) -> AcpAgent:
@@ -92,12 +49,6 @@ async def serve(
                 agent.close()
     if stop is None or not stop.is_set():  # a signal's stop is the user's own: no news
         log.info("input closed; agent stopped")
-
-
-async def cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
-    """Cancel `scope` once `event` is set (a stop signal ending a surface's front door)."""
-    await event.wait()
-    scope.cancel()
 
 
 async def serve_unconfigured(

@@ -27,9 +27,19 @@ from acp_memory.httpserver.models import Mode
 from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
 from acp_memory.memory.store import MemoryStore
+from acp_memory.oserror import os_error_text
 from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.runner import SessionRunner
 from acp_memory.sessions.store import BundleError, Session, SessionNotFound
+from acp_memory.sessions.table import (
+    ReadOnlySession,
+    SessionTable,
+    SessionUnsaved,
+    Stopping,
+    TurnRunning,
+    refuse_child,
+    saving,
+)
 from acp_memory.tasks.pool import TaskPool
 
 log = logging.getLogger(__name__)
@@ -48,10 +58,8 @@ class HttpAgent:
         self.paths = runner.paths
         self.store = runner.store
         self.events = EventHub()
-        self._sessions: dict[str, Session] = {}  # top-level sessions this server may write
-        self._turns: dict[str, anyio.CancelScope] = {}
+        self.table = SessionTable(self.store)
         self._owner: TaskGroup | None = None
-        self.stopping = False
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[HttpAgent]:
@@ -73,17 +81,12 @@ class HttpAgent:
 
     def stop(self) -> None:
         """Cancel every running turn and end every events stream (the server is stopping)."""
-        self.stopping = True
-        for scope in self._turns.values():
-            scope.cancel()
+        self.table.stop()
         self.events.close()
 
     def close(self) -> None:
         """Stop the sessions' background work and release their bundles."""
-        for session in self._sessions.values():
-            self.runner.close_pool(session.id)
-            session.close()
-        self._sessions.clear()
+        self.table.close(self.runner.close_pool)
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -99,41 +102,27 @@ class HttpAgent:
         try:
             session = await self.runner.create_session(cwd, model_id=model, mode=mode)
         except OSError as exc:
-            raise ApiError(500, f"cannot create the session: {_os_error(exc)}") from None
-        self._sessions[session.id] = session
-        return session
+            raise ApiError(500, f"cannot create the session: {os_error_text(exc)}") from None
+        return self.table.add(session)
 
     async def read(self, session_id: str) -> Session:
         """A session as it is now, child sessions included (for reading only)."""
-        session = self._sessions.get(session_id)
+        session = self.table.sessions.get(session_id)
         if session is not None and session.lock.held:
             return session  # this process writes it: memory and disk agree
-        try:
+        with _loading(session_id):
             return await anyio.to_thread.run_sync(self.store.load, session_id)
-        except SessionNotFound:
-            raise ApiError(404, f"session not found: {session_id}") from None
-        except BundleError as exc:
-            raise ApiError(404, f"session {session_id} cannot be loaded: {exc}") from None
 
     async def writable(self, session_id: str) -> Session:
         """A session this server may run turns in and change: never a child session."""
-        session = self._sessions.get(session_id)
-        if session is not None:
-            return session
-        session = await self.read(session_id)
-        record = session.record
-        if record.subagent_run:
-            who = record.subagent_name or "a subagent"
-            raise ApiError(
-                400,
-                f"session {session_id} is a child session that {who} ran for "
-                f"{record.parent_session_id}; it is read-only",
-            )
-        # Two requests may have loaded it at once; the first one in wins.
-        return self._sessions.setdefault(session_id, session)
+        with _loading(session_id):
+            try:
+                return refuse_child(await self.table.get(session_id))
+            except ReadOnlySession as exc:
+                raise ApiError(400, f"session {exc}") from None
 
     def running_turn(self, session_id: str) -> bool:
-        return session_id in self._turns
+        return self.table.running(session_id)
 
     async def configure(
         self, session: Session, mode: str | None = None, model: str | None = None
@@ -165,10 +154,10 @@ class HttpAgent:
             try:
                 await anyio.to_thread.run_sync(shutil.rmtree, session.dir)
             except OSError as exc:
-                raise ApiError(500, f"cannot delete {session.dir}: {_os_error(exc)}") from None
+                raise ApiError(500, f"cannot delete {session.dir}: {os_error_text(exc)}") from None
             finally:
                 session.close()
-                self._sessions.pop(session_id, None)
+                self.table.forget(session_id)
 
     def check_mode(self, mode: str) -> None:
         if mode not in MODES:
@@ -185,19 +174,15 @@ class HttpAgent:
     def claim(self, session: Session) -> anyio.CancelScope:
         """Hold the session for one turn (or a deletion) until release(); 409 while another
         holds it. The scope is what cancel() cancels."""
-        if session.id in self._turns:
-            raise ApiError(
-                409,
-                f"session {session.id} is already running a prompt; wait for its answer or "
-                "cancel it first",
-            )
-        if self.stopping:
-            raise ApiError(503, "the server is stopping")
-        scope = self._turns[session.id] = anyio.CancelScope()
-        return scope
+        try:
+            return self.table.claim(session)
+        except TurnRunning as exc:
+            raise ApiError(409, f"{exc}; wait for its answer or cancel it first") from None
+        except Stopping:
+            raise ApiError(503, "the server is stopping") from None
 
     def release(self, session: Session) -> None:
-        self._turns.pop(session.id, None)
+        self.table.release(session)
 
     @contextlib.contextmanager
     def claimed(self, session: Session) -> Iterator[anyio.CancelScope]:
@@ -236,11 +221,7 @@ class HttpAgent:
 
     def cancel(self, session_id: str) -> bool:
         """Cancel the session's running turn; False when none runs."""
-        scope = self._turns.get(session_id)
-        if scope is None:
-            return False
-        scope.cancel()
-        return True
+        return self.table.cancel(session_id)
 
     # -- the session's services ------------------------------------------------------------
 
@@ -255,16 +236,23 @@ class HttpAgent:
 
 
 @contextlib.contextmanager
+def _loading(session_id: str) -> Iterator[None]:
+    """A session that is not there, or whose bundle cannot be read, is a 404."""
+    try:
+        yield
+    except SessionNotFound:
+        raise ApiError(404, f"session not found: {session_id}") from None
+    except BundleError as exc:
+        raise ApiError(404, f"session {session_id} cannot be loaded: {exc}") from None
+
+
+@contextlib.contextmanager
 def _writes(session: Session) -> Iterator[None]:
     """A bundle that cannot be written becomes a clear error, never a traceback."""
     try:
-        yield
+        with saving(session):
+            yield
     except BundleBusy as exc:
         raise ApiError(409, f"session {session.id} is busy: {exc}") from None
-    except OSError as exc:
-        log.warning("session %s: %s", session.id, _os_error(exc))
-        raise ApiError(500, f"session {session.id} cannot be saved: {_os_error(exc)}") from None
-
-
-def _os_error(exc: OSError) -> str:
-    return f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+    except SessionUnsaved as exc:
+        raise ApiError(500, str(exc)) from None

@@ -110,7 +110,7 @@ def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
         except (NoteError, MemoryPathError) as exc:
             return _fail(str(exc))
         except OSError as exc:
-            from acp_memory.cli import describe_os_error
+            from acp_memory.oserror import describe_os_error
 
             return _fail(describe_os_error(f"cannot {action}", exc))
     return _fail(f"unknown action {action!r}", 2)

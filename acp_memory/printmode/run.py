@@ -13,14 +13,14 @@ from typing import Any
 
 import anyio
 
-from acp_memory.acp.server import build_runner, cancel_when_set
 from acp_memory.acp.updates import event_update
-from acp_memory.cli import describe_os_error, error
+from acp_memory.cli import error
 from acp_memory.config import Config, Paths
 from acp_memory.engine.events import AgentText, ToolCallFinished, ToolCallStarted, TurnEvent
 from acp_memory.engine.turn import StopReason
 from acp_memory.llm.registry import ProviderHub, UnknownModelError
 from acp_memory.llm.types import LLMError
+from acp_memory.oserror import describe_os_error
 from acp_memory.printmode.console import Console
 from acp_memory.printmode.memory import MemoryWatch
 from acp_memory.printmode.options import (
@@ -35,10 +35,12 @@ from acp_memory.printmode.options import (
 from acp_memory.printmode.output import Output, Reply, TextOutput, output_for
 from acp_memory.printmode.unattended import Unattended
 from acp_memory.printmode.usage import UsageMeter
+from acp_memory.sessions.build import build_runner
 from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.runner import SessionRunner
 from acp_memory.sessions.store import BundleError, Session, SessionNotFound
-from acp_memory.signals import until_signalled
+from acp_memory.sessions.table import ReadOnlySession, SessionUnsaved, refuse_child, saving
+from acp_memory.signals import cancel_when_set, until_signalled
 
 STOP_EXIT: dict[str, int] = {
     "end_turn": EXIT_OK,
@@ -167,14 +169,10 @@ async def _load(runner: SessionRunner, session_id: str, flag: str) -> Session:
         ) from None
     except BundleError as exc:
         raise Failure(EXIT_FAILED, f"{flag} {session_id}: {exc}") from None
-    record = session.record
-    if record.subagent_run:
-        raise Failure(
-            EXIT_USAGE,
-            f"{flag} {session_id}: a child session that {record.subagent_name or 'a subagent'} "
-            f"ran for {record.parent_session_id}; it is read-only",
-        )
-    return session
+    try:
+        return refuse_child(session)
+    except ReadOnlySession as exc:
+        raise Failure(EXIT_USAGE, f"{flag} {exc}") from None
 
 
 class PrintTurn:
@@ -236,13 +234,14 @@ class PrintTurn:
     async def _turn_then_memory(self, text: str) -> None:
         failure = None
         try:
-            self.stop = await self.runner.run_turn(
-                self.session,
-                text,
-                self.emit,
-                editor=self.editor,
-                notify_memory=self.memory.notify,
-            )
+            with saving(self.session):
+                self.stop = await self.runner.run_turn(
+                    self.session,
+                    text,
+                    self.emit,
+                    editor=self.editor,
+                    notify_memory=self.memory.notify,
+                )
         except LLMError as exc:
             failure = Failure(EXIT_FAILED, _one_line(exc))
         except UnknownModelError as exc:
@@ -251,9 +250,8 @@ class PrintTurn:
             failure = Failure(EXIT_FAILED, f"session {self.session.id}: {exc}")
         except BundleError as exc:
             failure = Failure(EXIT_FAILED, str(exc))
-        except OSError as exc:
-            what = f"session {self.session.id} cannot be saved"
-            failure = Failure(EXIT_FAILED, describe_os_error(what, exc))
+        except SessionUnsaved as exc:
+            failure = Failure(EXIT_FAILED, str(exc))
         self.output.end_reply()
         if failure is not None:
             self.failure = failure

@@ -350,7 +350,7 @@ async def test_continue_picks_the_latest_session_of_this_cwd_and_resume_the_one_
     done = await print_mode("-p", "hi", "--resume", child, home=home, cwd=project)
     assert (done.code, done.stdout) == (2, "")
     assert done.stderr == (
-        f"acp-memory: --resume {child}: a child session that memory ran for {second}; "
+        f"acp-memory: --resume {child} is a child session that memory ran for {second}; "
         "it is read-only\n"
     )
 

@@ -303,7 +303,7 @@ async def test_a_cancel_during_the_wait_ends_the_wait_not_the_run(paths):
                     await server.wait_for_requests(1)  # the child is held: the turn waits
                 await ed.conn.cancel(session_id=sid)
             assert stops == ["cancelled"]
-            task = agent.runner.pool_for(agent._sessions[sid]).get("bg_1")
+            task = agent.runner.pool_for(agent.table.sessions[sid]).get("bg_1")
             assert task is not None and not task.done.is_set()  # the run goes on
             release.set()
             with anyio.fail_after(10):

@@ -221,7 +221,7 @@ async def test_the_parents_pool_tools_refuse_the_memory_task_and_the_list_omits_
             sid = await ed.start_session(paths.cwd)
             assert await prompt(ed, sid, "what is running?") == "end_turn"
             finished = {u.tool_call_id: u.status for u in updates_of(ed, sid, "tool_call_update")}
-            task = agent.runner.pool_for(agent._sessions[sid]).get("bg_1")
+            task = agent.runner.pool_for(agent.table.sessions[sid]).get("bg_1")
             assert task is not None and not task.done.is_set()  # the stop did not stop it
             release.set()
             with anyio.fail_after(10):
@@ -315,7 +315,7 @@ async def test_the_process_and_session_bounds_skip_runs_with_real_runs_in_flight
             warnings = [r.getMessage() for r in caplog.records if r.name == MEMORY_LOGGER]
             process_skip = session_memory_updates(ed, sids[8])
             session_skip = session_memory_updates(ed, sids[0])[-1]
-            tasks = [runner.pool_for(agent._sessions[s]).get(t) for s in sids[:8]
+            tasks = [runner.pool_for(agent.table.sessions[s]).get(t) for s in sids[:8]
                      for t in ("bg_1", "bg_2")]
             release.set()
             with anyio.fail_after(10):
@@ -435,7 +435,7 @@ async def test_a_run_settling_after_the_turn_sends_nothing_more_and_logs_it(path
         async with turn_agent(memory_config(server, wait_seconds=0), paths) as (ed, agent):
             sid = await ed.start_session(paths.cwd)
             assert await prompt(ed, sid, "hello") == "end_turn"
-            task = agent.runner.pool_for(agent._sessions[sid]).get("bg_1")
+            task = agent.runner.pool_for(agent.table.sessions[sid]).get("bg_1")
             assert task is not None
             release.set()
             with anyio.fail_after(10):
@@ -488,7 +488,7 @@ async def test_finished_goes_out_before_the_prompts_answer_at_delivery_and_at_th
                     gates[0].set()
                     await parent_asked.wait()
                     second_release.set()
-                    task = agent.runner.pool_for(agent._sessions[sid]).get("bg_2")
+                    task = agent.runner.pool_for(agent.table.sessions[sid]).get("bg_2")
                     assert task is not None
                     await task.done.wait()
                     parent_go.set()

@@ -48,7 +48,7 @@ async def test_a_run_past_its_timeout_is_timed_out_with_the_seed_reason(paths):
                     with anyio.fail_after(10):
                         await parent_asked.wait()
                     clock.advance(290)  # the run reaches its limit while the turn goes on
-                    task = agent.runner.pool_for(agent._sessions[sid]).get("bg_1")
+                    task = agent.runner.pool_for(agent.table.sessions[sid]).get("bg_1")
                     assert task is not None
                     with anyio.fail_after(10):
                         await task.done.wait()
@@ -78,7 +78,7 @@ async def test_stopping_waits_fifteen_seconds_for_a_running_run_then_stops_it(pa
                 assert runner.memory_exit_wait_seconds == MEMORY_EXIT_WAIT_SECONDS == 15
                 sid = await ed.start_session(paths.cwd)
                 assert await prompt(ed, sid, "hello") == "end_turn"
-                task = runner.pool_for(agent._sessions[sid]).get("bg_1")
+                task = runner.pool_for(agent.table.sessions[sid]).get("bg_1")
                 assert task is not None
 
                 async def move_time_while_draining() -> None:

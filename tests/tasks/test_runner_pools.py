@@ -8,9 +8,9 @@ import json
 import pytest
 from tasks.procs import GRACE_S, Fifo, assert_gone
 
-from acp_memory.acp.server import build_engine
 from acp_memory.config import Config, Paths
 from acp_memory.llm.registry import ModelHandle
+from acp_memory.sessions.build import build_engine
 from acp_memory.sessions.runner import SessionRunner
 from acp_memory.sessions.store import SessionStore
 
