@@ -190,3 +190,26 @@ async def test_a_completion_for_a_busy_session_is_409(paths):
             )
             held.release.set()
     assert plain.status_code == streamed.status_code == 409
+
+
+async def test_a_client_leaving_a_streamed_completion_cancels_its_turn_at_once(paths):
+    held = HeldProvider()
+    async with served(Config(), paths) as api:
+        use_model(api, held)
+        async with api.client.stream(
+            "POST", "/v1/chat/completions", json=chat("think long", stream=True)
+        ) as resp:
+            sid = resp.headers[HEADER]
+            with anyio.fail_after(BOUND_S):
+                await held.started.wait()
+        # Closed while the model has said nothing yet: no chunk will tell the server.
+        with anyio.fail_after(BOUND_S):
+            await held.cancelled.wait()
+        with anyio.fail_after(BOUND_S):
+            while api.server.agent.running_turn(sid):  # the turn unwinds, then frees it
+                await anyio.wait_all_tasks_blocked()
+        held.release.set()
+        again = await api.client.post(
+            "/v1/chat/completions", json=chat("still there?"), headers={HEADER: sid}
+        )
+    assert again.status_code == 200  # the session is free for the next turn
