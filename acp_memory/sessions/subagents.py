@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 # runaway prompt cannot flood a child's context.
 MAX_TASK_BYTES = 32 * 1024
 REPORT_HEADER = "=== subagent report ==="
+# How long a stopped child's SubagentStop hooks may hold up the stop.
+STOPPED_HOOK_SECONDS = 5.0
 
 
 def cut_task_text(text: str, limit: int = MAX_TASK_BYTES) -> str:
@@ -129,12 +132,18 @@ class Subagents:
                 if hooks is None:
                     return await self._run_child(child, task_text, tools, task.log, subagent)
                 await hooks.subagent_started(subagent, task_text)
+                stopped = False
                 try:
                     return await self._run_child(child, task_text, tools, task.log, subagent)
+                except anyio.get_cancelled_exc_class():
+                    stopped = True
+                    raise
                 finally:
-                    # A child that failed has ended too (a stopped one is cancelled, and its
-                    # hook with it).
-                    await hooks.subagent_stopped(subagent)
+                    # Finished, failed, stopped or timed out, the child has ended. After a
+                    # stop its hook runs shielded, but briefly: a stop must stay prompt.
+                    bound = STOPPED_HOOK_SECONDS if stopped else math.inf
+                    with anyio.CancelScope(shield=stopped), anyio.move_on_after(bound):
+                        await hooks.subagent_stopped(subagent)
             finally:
                 self.runner.close_pool(child.id, "stopped: its subagent ended")
                 child.close()

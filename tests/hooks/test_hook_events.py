@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import pytest
 from engine.turnkit import (
+    PROMPT_BOUND_S,
     fake_config,
     prompt,
     stored_messages,
@@ -16,7 +18,7 @@ from engine.turnkit import (
     updates_of,
 )
 from fakes.openai_server import FakeOpenAI
-from fakes.script import call, error, text, tool_calls
+from fakes.script import call, error, stall, text, tool_calls
 from hookkit import HookKit, group, hooks
 from sessions.test_memory_run import MemoryRoutedOpenAI, memory_config, memory_updates, task_dirs
 
@@ -278,6 +280,34 @@ async def test_subagent_stop_fires_when_the_child_fails_too(paths, tmp_path):
         async with turn_agent(cfg, paths) as (ed, _):
             sid = await ed.start_session(paths.cwd)
             assert await prompt(ed, sid, "delegate it") == "end_turn"
+    (start,) = kit.events("SubagentStart")
+    (stop,) = kit.events("SubagentStop")
+    assert stop["subagent"] == start["subagent"] and stop["session_id"] == sid
+
+
+async def test_subagent_stop_fires_when_the_child_is_stopped(paths, tmp_path):
+    kit = HookKit(tmp_path / "hooks")
+    every = [group(kit.command())]
+    async with FakeOpenAI() as server:
+        server.script(
+            tool_calls(call("spawn_agent", {"prompt": "Count the files.", "name": "counter"})),
+            stall(),  # the spawned child's model call, until the stop closes it
+        )
+        cfg = with_hooks(fake_config(server.base_url), SubagentStart=every, SubagentStop=every)
+        async with turn_agent(cfg, paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            answer: list[str] = []
+
+            async def run() -> None:
+                answer.append(await prompt(ed, sid, "delegate it"))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run)
+                with anyio.fail_after(PROMPT_BOUND_S):
+                    await server.wait_for_requests(2)
+                # The turn that waited for the child ends, and the child is stopped with it.
+                await ed.conn.cancel(session_id=sid)
+    assert answer == ["cancelled"]
     (start,) = kit.events("SubagentStart")
     (stop,) = kit.events("SubagentStop")
     assert stop["subagent"] == start["subagent"] and stop["session_id"] == sid
