@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from acp_memory.sessions.model import (
     new_session_id,
     utc_now,
 )
-from acp_memory.sessions.transcript import MESSAGES_FILE, TranscriptFile
+from acp_memory.sessions.transcript import MESSAGES_FILE, READ_ATTEMPTS, TranscriptFile
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ def load_bundle(folder: Path) -> Session:
     messages_path = folder / MESSAGES_FILE
     seen = _stat_key(messages_path)
     try:
-        transcript = Transcript.model_validate(_read_json(messages_path))
+        transcript = Transcript.model_validate(_read_json(messages_path, READ_ATTEMPTS))
     except FileNotFoundError:
         transcript = Transcript()
     except ValidationError as exc:
@@ -260,17 +261,25 @@ def _read_record(path: Path) -> SessionRecord:
         raise BundleError(f"{path}: not a valid session record: {_first_error(exc)}") from None
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, attempts: int = 1) -> Any:
+    """The file parsed; a file that does not parse is read again, up to `attempts` reads in
+    all (a transcript read while a slow reader was outpaced, see transcript.py)."""
+    for _ in range(attempts - 1):
+        with contextlib.suppress(ValueError):
+            return json.loads(_read_bytes(path))
     try:
-        data = path.read_bytes()
+        return json.loads(_read_bytes(path))
+    except ValueError as exc:
+        raise BundleError(f"{path}: not valid JSON: {exc}") from None
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise BundleError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        return json.loads(data)
-    except ValueError as exc:
-        raise BundleError(f"{path}: not valid JSON: {exc}") from None
 
 
 def _first_error(exc: ValidationError) -> str:

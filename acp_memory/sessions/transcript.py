@@ -11,10 +11,14 @@ changes a file's size: a reader that opened the old file just before a swap, and
 several calls, cannot find a new end glued to the old one. A file that runs out of room is
 written whole with a quarter more, which keeps appends O(message) amortised.
 
-What a reader gets is always a whole transcript holding the writer's first messages in order.
-A reader that still holds a file open when that file becomes the spare and is appended to may
-read up to two messages before the name shows them, so two reads in a row can go back by a
-message or two; only a new file per append would prevent that, at O(transcript) per append.
+A reader that still holds a file open when that file becomes the spare and is appended to
+may read up to two messages before the name shows them, so two reads in a row can go back by
+a message or two. If that append lands while such a slow reader is still reading, the reader
+gets a mix of old and new bytes, which never parses (the old closing bracket is either gone
+or followed by more text); the name then holds a newer whole file, so a reader reads again
+(`READ_ATTEMPTS`, as `load_bundle` does). What a reader that parses gets is always a whole
+transcript holding the writer's first messages in order. Only a new file per append would
+spare readers both, at O(transcript) per append.
 
 The layout is `{"version":1,"messages":[` then one message per line, then `]}`.
 """
@@ -37,6 +41,9 @@ _SWAP = ".messages.json.swap"
 _HEAD = b'{"version":1,"messages":['
 _TAIL = b"\n]}\n"
 _MIN_ROOM = 16 * 1024
+# Reads of messages.json before one that does not parse is taken for a broken file: a torn
+# read needs the reader to be outpaced by a whole append, twice in a row is already rare.
+READ_ATTEMPTS = 4
 
 
 class Entry(Protocol):

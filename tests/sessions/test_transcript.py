@@ -15,7 +15,7 @@ import pytest
 from acp_memory.sessions import transcript as transcript_module
 from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.model import TranscriptMessage
-from acp_memory.sessions.store import Session, SessionStore, load_bundle
+from acp_memory.sessions.store import BundleError, Session, SessionStore, load_bundle
 
 pytestmark = pytest.mark.anyio
 
@@ -64,7 +64,7 @@ async def test_each_append_writes_the_new_message_not_the_whole_transcript(tmp_p
 async def test_another_process_always_reads_a_whole_transcript_of_the_first_messages(tmp_path):
     session = _new(tmp_path)
     stop = tmp_path / "stop"
-    command = [sys.executable, str(READER), str(session.dir / "messages.json"), str(stop)]
+    command = [sys.executable, str(READER), str(session.dir), str(stop)]
     async with await anyio.open_process(command, stderr=None) as reader:
         try:
             for i in range(150):
@@ -77,6 +77,47 @@ async def test_another_process_always_reads_a_whole_transcript_of_the_first_mess
             await reader.wait()
     assert out.startswith("ok "), out
     assert [m["content"].split()[0] for m in _stored(session.dir)] == [f"m{i}" for i in range(150)]
+
+
+def _torn_reads(monkeypatch, messages_path: Path, torn: int) -> list[int]:
+    """The first `torn` reads of messages.json get what a reader outpaced by an append gets:
+    the old file's bytes with a new message written half over its closing bracket."""
+    real = Path.read_bytes
+    reads: list[int] = []
+
+    def read_bytes(path: Path) -> bytes:
+        data = real(path)
+        if path != messages_path:
+            return data
+        reads.append(len(data))
+        if len(reads) > torn:
+            return data
+        end = data.rindex(b"\n]}")
+        return data[:end] + b',\n{"role":"us' + data[end + 12 :]
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    return reads
+
+
+async def test_a_torn_read_of_the_transcript_is_read_again(tmp_path, monkeypatch):
+    session = _new(tmp_path)
+    for i in range(3):
+        await session.append(_message(i))
+    session.close()
+    reads = _torn_reads(monkeypatch, session.dir / "messages.json", torn=2)
+    loaded = load_bundle(session.dir)
+    assert [m.content.split()[0] for m in loaded.messages] == ["m0", "m1", "m2"]
+    assert len(reads) == 3
+
+
+async def test_a_transcript_that_never_parses_is_a_bundle_error(tmp_path, monkeypatch):
+    session = _new(tmp_path)
+    await session.append(_message(0))
+    session.close()
+    reads = _torn_reads(monkeypatch, session.dir / "messages.json", torn=100)
+    with pytest.raises(BundleError, match=r"messages\.json: not valid JSON"):
+        load_bundle(session.dir)
+    assert len(reads) == transcript_module.READ_ATTEMPTS
 
 
 def test_a_writer_killed_at_any_moment_leaves_a_whole_transcript(tmp_path):

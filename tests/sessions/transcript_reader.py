@@ -1,27 +1,28 @@
-"""Reads a messages.json over and over until told to stop, as another process would.
+"""Loads a bundle over and over until told to stop, as another process would.
 
-Exits 1 with the problem on stdout the first time the file is not a whole transcript whose
-messages are the writer's first ones in order (m0, m1, ...); else prints how many reads it made.
-A read may hold fewer messages than an earlier one (see acp_memory/sessions/transcript.py),
-never a torn, reordered or invented one.
+Exits 1 with the problem on stdout the first time the load fails or its transcript is not the
+writer's first messages in order (m0, m1, ...); else prints how many loads it made. A load may
+hold fewer messages than an earlier one (see acp_memory/sessions/transcript.py), never a torn,
+reordered or invented one.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
+from acp_memory.sessions.store import BundleError, load_bundle
 
-def main(path: Path, stop: Path) -> int:
+
+def main(bundle: Path, stop: Path) -> int:
     reads = 0
     while not stop.exists():
         try:
-            messages = json.loads(path.read_bytes())["messages"]
-        except (OSError, ValueError) as exc:
-            print(f"unreadable after {reads} reads: {exc!r}", flush=True)
+            messages = load_bundle(bundle).messages
+        except BundleError as exc:
+            print(f"unreadable after {reads} reads: {exc}", flush=True)
             return 1
-        firsts = [m["content"].split()[0] for m in messages]
+        firsts = [str(m.content).split()[0] for m in messages]
         if firsts != [f"m{i}" for i in range(len(messages))]:
             print(f"not the writer's first {len(messages)} messages: {firsts}", flush=True)
             return 1
