@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -61,8 +60,6 @@ from acp_memory.sessions.table import (
     saving,
 )
 from acp_memory.tools.base import Editor
-
-log = logging.getLogger(__name__)
 
 SESSION_BUSY = -32001
 # ACP's own code for an unknown session (or other resource).

@@ -9,7 +9,6 @@ a second one is refused (409) rather than queued.
 from __future__ import annotations
 
 import contextlib
-import logging
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -41,8 +40,6 @@ from acp_memory.sessions.table import (
     saving,
 )
 from acp_memory.tasks.pool import TaskPool
-
-log = logging.getLogger(__name__)
 
 MODES: tuple[str, ...] = get_args(Mode)
 
