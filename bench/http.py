@@ -134,11 +134,7 @@ async def routes(url: str, project: Path, requests: int, chats: int, rows: Rows)
             entries = ok(await client.get(tree, params={"root": "global"})).json()["entries"]
             assert len(entries) == NOTES + FOLDERS
 
-        async def chat(index: int) -> None:
-            body = {"model": "agent", "messages": [{"role": "user", "content": "How are you?"}]}
-            headers = {"X-Coddy-Session-ID": chat_sessions[index]}
-            ok(await client.post("/v1/chat/completions", json=body, headers=headers))
-
+        chat = chatting(client, chat_sessions, "How are you?")
         for clients in CONCURRENCY:
             await measure(clients, 20, models)  # warm-up: connections, first-call imports
             rows.add("baseline: GET /v1/models", clients, *await measure(clients, requests, models))
@@ -152,27 +148,36 @@ async def routes(url: str, project: Path, requests: int, chats: int, rows: Rows)
             )
 
 
+def chat_body(text: str) -> dict[str, Any]:
+    return {"model": "agent", "messages": [{"role": "user", "content": text}]}
+
+
 async def chat_sessions_for(client: httpx.AsyncClient, count: int) -> list[str]:
     """One session per client, made by a first chat completion (its header names it)."""
     sessions = []
     for _ in range(count):
-        body = {"model": "agent", "messages": [{"role": "user", "content": "Hello"}]}
-        resp = ok(await client.post("/v1/chat/completions", json=body))
+        resp = ok(await client.post("/v1/chat/completions", json=chat_body("Hello")))
         sessions.append(resp.headers["X-Coddy-Session-ID"])
     return sessions
+
+
+def chatting(
+    client: httpx.AsyncClient, sessions: list[str], text: str
+) -> Callable[[int], Awaitable[None]]:
+    """A chat completion of `text` by client `index`, continuing that client's session."""
+
+    async def chat(index: int) -> None:
+        headers = {"X-Coddy-Session-ID": sessions[index]}
+        ok(await client.post("/v1/chat/completions", json=chat_body(text), headers=headers))
+
+    return chat
 
 
 async def memory_chats(url: str, chats: int, rows: Rows) -> None:
     limits = httpx.Limits(max_connections=max(CONCURRENCY))
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=300) as client:
         sessions = await chat_sessions_for(client, max(CONCURRENCY))
-
-        async def chat(index: int) -> None:
-            body = {"model": "agent", "messages": [
-                {"role": "user", "content": "What do you know about the deploys?"}]}
-            headers = {"X-Coddy-Session-ID": sessions[index]}
-            ok(await client.post("/v1/chat/completions", json=body, headers=headers))
-
+        chat = chatting(client, sessions, "What do you know about the deploys?")
         for clients in CONCURRENCY:
             rows.add(
                 "POST /v1/chat/completions (offline, memory on)", clients,

@@ -38,11 +38,7 @@ async def serve(
         agent.peer = conn
         async with agent.runner.running():
             try:
-                async with anyio.create_task_group() as front:
-                    if stop is not None:
-                        front.start_soon(cancel_when_set, stop, front.cancel_scope)
-                    await conn.serve()
-                    front.cancel_scope.cancel()
+                await _serve_until(conn, stop)
             finally:
                 with anyio.CancelScope(shield=True):
                     await agent.runner.drain_memory_runs()
@@ -52,8 +48,20 @@ async def serve(
 
 
 async def serve_unconfigured(
-    receive: ByteReceiveStream, send: ByteSendStream, problem: str
+    receive: ByteReceiveStream,
+    send: ByteSendStream,
+    problem: str,
+    stop: anyio.Event | None = None,
 ) -> None:
     """Serve ACP with a config that failed to load: initialize works, sessions say why not."""
     log.error("config error: %s", problem)
-    await Connection(receive, send, unconfigured_handlers(problem)).serve()
+    await _serve_until(Connection(receive, send, unconfigured_handlers(problem)), stop)
+
+
+async def _serve_until(conn: Connection, stop: anyio.Event | None) -> None:
+    """Serve until the input ends or `stop` is set (then the connection ends at once)."""
+    async with anyio.create_task_group() as front:
+        if stop is not None:
+            front.start_soon(cancel_when_set, stop, front.cancel_scope)
+        await conn.serve()
+        front.cancel_scope.cancel()

@@ -36,7 +36,7 @@ def serve_stdio(cfg: Config, paths: Paths) -> int:
 def serve_stdio_unconfigured(problem: str) -> int:
     """Serve ACP on stdio with a config that failed to load: the editor is told why, in the
     answer to its first session request, instead of seeing the server exit."""
-    return _on_stdio(lambda receive, send, _: serve_unconfigured(receive, send, problem))
+    return _on_stdio(lambda receive, send, stop: serve_unconfigured(receive, send, problem, stop))
 
 
 def _on_stdio(

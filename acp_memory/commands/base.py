@@ -19,7 +19,7 @@ class CommandCall:
 
     runner: SessionRunner
     session: Session
-    argument: str
+    argument: str  # the text after the name, stripped
     editor: Editor | None = None
     notify_memory: NotifyMemory | None = None
 

@@ -40,7 +40,7 @@ class Compact:
             return "Nothing to compact: no message since the last summary."
         model = call.runner.model_for(session.record.selected_model_id)
         summary = await summarise(
-            model, render_transcript(window, output_limit=OUTPUT_LIMIT), call.argument.strip()
+            model, render_transcript(window, output_limit=OUTPUT_LIMIT), call.argument
         )
         if not summary:
             return "The model returned no summary; nothing was compacted."

@@ -22,17 +22,18 @@ class Export:
 
     async def run(self, call: CommandCall) -> str:
         session = call.session
-        target = call.argument.strip() or f"{session.id}.md"
+        target = call.argument or f"{session.id}.md"
         # The permission question names this call; the editor shows it as the asking row.
         ctx = call.runner.tool_context(session, call.editor)
         ctx = replace(ctx, call_id=f"export_{session.id}")
-        title = session.record.title or session.id
-        text = render_transcript(session.messages, title=title)
         try:
             path, _ = await reachable(ctx, target, "Export the conversation to")
-            await anyio.to_thread.run_sync(write_atomic, path, text.encode("utf-8"))
         except (ToolError, TurnCancelled) as exc:
             return f"Not exported: {exc}"
+        text = render_transcript(session.messages, title=session.record.title or session.id)
+        try:
+            await anyio.to_thread.run_sync(write_atomic, path, text.encode("utf-8"))
         except OSError as exc:
-            return f"Not exported: {exc.filename or target}: {exc.strerror or exc}"
+            # Named by the target: the error's own filename may be write_atomic's temp file.
+            return f"Not exported: cannot write {path}: {exc.strerror or exc}"
         return f"Exported {len(session.messages)} messages to {path}."

@@ -20,7 +20,7 @@ class Persist:
 
     async def run(self, call: CommandCall) -> str:
         runner, session = call.runner, call.session
-        text = call.argument.strip()
+        text = call.argument
         if not text:
             return f"Usage: /{self.name} TEXT"
         if session.record.mode == "ask":

@@ -10,9 +10,8 @@ import anyio
 
 from acp_memory.commands.base import CommandCall
 from acp_memory.memory.roots import Roots, is_note_name
-from acp_memory.sessions.memory_run import MEMORY_AGENT_NAME
+from acp_memory.sessions.memory_run import MEMORY_AGENT_NAME, final_message
 from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
-from acp_memory.sessions.subagents import last_reply
 from acp_memory.tasks.log import read_file_tail
 from acp_memory.tasks.records import LOG_FILE, TaskRecord, format_seconds, task_dir
 
@@ -67,7 +66,7 @@ def _report(child_dir: Path) -> str:
         child = load_bundle(child_dir)
     except (BundleError, SessionNotFound, OSError) as exc:
         return f"(its session cannot be read: {exc})"
-    return last_reply(child) or "(no report)"
+    return final_message(child) or "(no report)"
 
 
 def count_notes(root: Path) -> int:

@@ -92,19 +92,25 @@ class TurnContext:
     def tasks_text(self) -> str:
         return "\n".join(f"- {t}" for t in self.background_tasks) or "none running"
 
-    def render(self) -> str:
-        parts = [
-            f"{TURN_CONTEXT_OPEN} {TURN_CONTEXT_NOTE}",
-            "",
-            "## Current time (UTC)",
-            self.time_text(),
-            "",
-            "## Background tasks",
-            self.tasks_text(),
-            *self._sections(),
-        ]
-        parts.append("</turn_context>")
-        return "\n".join(parts)
+    def message(self) -> Message:
+        """The whole block: the time and the background tasks, then the sections below."""
+        return _block(
+            [
+                "",
+                "## Current time (UTC)",
+                self.time_text(),
+                "",
+                "## Background tasks",
+                self.tasks_text(),
+                *self._sections(),
+            ]
+        )
+
+    def memory_message(self) -> Message | None:
+        """The block of a per-step template (its system message has the time and the tasks):
+        the hooks' output and the memory report alone, or no block at all without them."""
+        sections = self._sections()
+        return _block(sections) if sections else None
 
     def _sections(self) -> list[str]:
         """The parts only some turns have: the hooks' output, then the memory report."""
@@ -115,16 +121,7 @@ class TurnContext:
             parts += ["", "## Long-term memory", self.memory_report.strip()]
         return parts
 
-    def message(self) -> Message:
-        return Message(role="user", content=self.render())
 
-    def memory_message(self) -> Message | None:
-        """The block of a per-step template (its system message has the time and the tasks):
-        the hooks' output and the memory report alone, or no block at all without them."""
-        sections = self._sections()
-        if not sections:
-            return None
-        text = "\n".join(
-            [f"{TURN_CONTEXT_OPEN} {TURN_CONTEXT_NOTE}", *sections, "</turn_context>"]
-        )
-        return Message(role="user", content=text)
+def _block(lines: list[str]) -> Message:
+    text = "\n".join([f"{TURN_CONTEXT_OPEN} {TURN_CONTEXT_NOTE}", *lines, "</turn_context>"])
+    return Message(role="user", content=text)

@@ -102,19 +102,6 @@ class TurnEngine:
         """The tool set of the session's mode."""
         return self.tools.for_mode(session.record.mode)
 
-    async def system_prompt(
-        self,
-        session: Session,
-        tools: ToolSet | None = None,
-        template: str | None = None,
-        context: TurnContext | None = None,
-    ) -> str:
-        """The system message: the session's inline memory snapshot, then its template
-        rendered. Stable across every request of a session in one mode, unless the template
-        prints per-step values: `context` (default: the clock alone) fills those."""
-        text = await self._template(session, template)
-        return self._render_system(session, text, tools or self.tools_for(session), context)
-
     async def build_request(
         self,
         session: Session,
@@ -126,32 +113,30 @@ class TurnEngine:
         """System, then the whole history, then the turn context as the last user message
         (with a per-step template: the memory report alone, or nothing)."""
         tools = tools or self.tools_for(session)
-        text = await self._template(session, template)
-        system = self._render_system(session, text, tools, context)
+        specs = tools.specs()
+        record = session.record
+        # Re-read every step so hand edits apply; off the event loop like every file read.
+        text = await anyio.to_thread.run_sync(
+            self.templates.load, template or f"{record.mode}.md", abandon_on_cancel=True
+        )
+        per_step = is_per_step(text)
+        body = render_system(
+            text,
+            cwd=record.cwd,
+            tools=specs,
+            memory=record.agent_memory,
+            step=context if per_step else None,
+        )
+        # The inline notes first, so they sit at the head of the cached prefix; frozen at
+        # session/new.
+        system = f"{record.inline_memory}\n\n{body}" if record.inline_memory else body
         history = [to_llm_message(m) for m in since_compaction(session.messages)]
         messages = [Message("system", system), *history]
         prefix = len(messages)
-        tail = context.memory_message() if is_per_step(text) else context.message()
+        tail = context.memory_message() if per_step else context.message()
         if tail is not None:
             messages.append(tail)
-        return model.request(messages, tools=tools.specs(), cache_prefix_len=prefix)
-
-    async def _template(self, session: Session, template: str | None) -> str:
-        # Re-read every step so hand edits apply; off the event loop like every file read.
-        return await anyio.to_thread.run_sync(
-            self.templates.load, template or f"{session.record.mode}.md", abandon_on_cancel=True
-        )
-
-    def _render_system(
-        self, session: Session, text: str, tools: ToolSet, context: TurnContext | None
-    ) -> str:
-        record = session.record
-        step = (context or TurnContext(now=self.clock())) if is_per_step(text) else None
-        body = render_system(
-            text, cwd=record.cwd, tools=tools.specs(), memory=record.agent_memory, step=step
-        )
-        # First, so the notes sit at the head of the cached prefix; frozen at session/new.
-        return f"{record.inline_memory}\n\n{body}" if record.inline_memory else body
+        return model.request(messages, tools=specs, cache_prefix_len=prefix)
 
     async def run(
         self,

@@ -4,8 +4,6 @@ its stdin, its stdout and stderr kept (bounded), and the whole group killed past
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +11,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from acp_memory.tasks.process import SHELL, signal_group, track_group, untrack_group
+from acp_memory.tasks.process import close_group, spawn_shell
 
 # Bytes of stdout and of stderr kept; the rest is read and dropped, so a chatty hook can
 # neither block on a full pipe nor flood a turn's context.
@@ -38,23 +36,17 @@ class HookRun:
 async def run_hook(command: str, payload: bytes, cwd: Path, limit_seconds: float) -> HookRun:
     """Run `command` in `cwd` with `payload` on stdin; a run past `limit_seconds` is killed
     (process group and all) and ends with exit code 1, as does one that cannot start."""
-    # Claude Code's variable, so a pasted "$CLAUDE_PROJECT_DIR/.claude/hooks/x.sh" works.
-    env = {**os.environ, "CLAUDE_PROJECT_DIR": str(cwd)}
     try:
-        # Shielded: a spawn cut short by a cancel would leave a process nobody kills.
-        with anyio.CancelScope(shield=True):
-            proc = await anyio.open_process(
-                [SHELL, "-c", command],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,  # its own process group: a kill reaches what it started
-            )
+        proc = await spawn_shell(
+            command,
+            cwd,
+            # Claude Code's variable, so a pasted "$CLAUDE_PROJECT_DIR/.claude/hooks/x.sh" works.
+            {"CLAUDE_PROJECT_DIR": str(cwd)},
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
     except OSError as exc:
         return HookRun(command, FAILED, "", f"cannot start it: {exc}")
-    track_group(proc.pid)  # killed with the agent, should it go first
     out, err = _Capture(), _Capture()
     code: int | None = None
     try:
@@ -70,13 +62,9 @@ async def run_hook(command: str, payload: bytes, cwd: Path, limit_seconds: float
                     await err.eof.wait()
                 tg.cancel_scope.cancel()
     finally:
-        # Timed out, or the turn was cancelled while it ran: its group goes with it.
-        with anyio.CancelScope(shield=True):
-            if code is None:
-                signal_group(proc.pid, signal.SIGKILL)
-            untrack_group(proc.pid)
-            with anyio.move_on_after(EOF_GRACE_SECONDS):
-                await proc.aclose()
+        # Timed out, or the turn was cancelled while it ran: its group goes with it. What a
+        # hook that ended by itself left running is its own business.
+        await close_group(proc, kill=code is None)
     if code is None:
         return HookRun(command, FAILED, out.text(), err.text(), timed_out=True)
     return HookRun(command, code, out.text(), err.text())

@@ -36,7 +36,6 @@ from acp_memory.sessions.table import (
     SessionUnsaved,
     Stopping,
     TurnRunning,
-    refuse_child,
     saving,
 )
 from acp_memory.tasks.pool import TaskPool
@@ -114,7 +113,7 @@ class HttpAgent:
         """A session this server may run turns in and change: never a child session."""
         with _loading(session_id):
             try:
-                return refuse_child(await self.table.get(session_id))
+                return await self.table.writable(session_id)
             except ReadOnlySession as exc:
                 raise ApiError(400, f"session {exc}") from None
 
@@ -158,7 +157,7 @@ class HttpAgent:
 
     def check_mode(self, mode: str) -> None:
         if mode not in MODES:
-            raise ApiError(400, f"unknown mode {mode!r}; use agent, plan or ask")
+            raise ApiError(400, f"unknown mode {mode!r}; use {', '.join(MODES)}")
 
     def check_model(self, model: str) -> None:
         if model not in self.cfg.model_ids():

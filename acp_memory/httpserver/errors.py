@@ -83,9 +83,11 @@ def describe_validation(errors: Any) -> str:
     source, *field = [str(p) for p in err.get("loc", ())] or ["request"]
     msg = err.get("msg", "invalid")
     if err.get("type") == "json_invalid":
-        why = (err.get("ctx") or {}).get("error", "not valid JSON")
-        at = f" at character {field[0]}" if field else ""
-        return f"malformed JSON in the request body: {why}{at}"
+        why = str((err.get("ctx") or {}).get("error", "not valid JSON"))
+        if field:
+            # json's "Unterminated string starting at" ends where the position goes.
+            why = f"{why.removesuffix(' at')} at character {field[0]}"
+        return f"malformed JSON in the request body: {why}"
     if source == "body" and not field and isinstance(err.get("input"), bytes):
         # A body that was not parsed as JSON: its Content-Type said it is something else.
         return "the request body must be JSON, sent with Content-Type: application/json"

@@ -21,7 +21,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from acp_memory.engine.events import AgentText, ToolCallFinished, ToolCallStarted, TurnEvent
+from acp_memory.engine.events import TurnEvent
+from acp_memory.engine.reply import Reply
 from acp_memory.engine.turn import StopReason
 from acp_memory.httpserver.agent import MODES, HttpAgent
 from acp_memory.httpserver.errors import ApiError, error_body
@@ -45,33 +46,6 @@ FINISH_REASONS: dict[StopReason, str] = {
 DONE = b"data: [DONE]\n\n"
 
 log = logging.getLogger(__name__)
-
-
-class Reply:
-    """The turn's answer as one text: the messages of its steps, a blank line between two
-    that a tool call separates."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self._tool_since_text = False
-
-    def add(self, event: TurnEvent) -> str:
-        """Take an event; the text it adds to the reply ("" for none)."""
-        if isinstance(event, ToolCallStarted | ToolCallFinished):
-            self._tool_since_text = True
-            return ""
-        if not isinstance(event, AgentText) or not event.text:
-            return ""
-        piece = event.text
-        if self._tool_since_text and self.parts:
-            piece = "\n\n" + piece
-        self._tool_since_text = False
-        self.parts.append(piece)
-        return piece
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
 
 
 def openai_routes(agent: HttpAgent) -> APIRouter:
@@ -98,8 +72,11 @@ def openai_routes(agent: HttpAgent) -> APIRouter:
         mode = body.model
         agent.check_mode(mode)
         model = (body.metadata or {}).get("model")
-        if model is not None and not isinstance(model, str):
-            raise ApiError(400, "metadata.model: must be a model id (a string)")
+        if model is not None:
+            if not isinstance(model, str):
+                raise ApiError(400, "metadata.model: must be a model id (a string)")
+            # Here, not when the turn starts: a streamed answer has sent its 200 by then.
+            agent.check_model(model)
         session = await _session(agent, x_coddy_session_id, mode, model)
         headers = {SESSION_HEADER: session.id}
         completion_id = "chatcmpl-" + secrets.token_hex(12)
@@ -229,6 +206,4 @@ async def _session(
     """The session the header names, else a new one in the server's working directory."""
     if session_id:
         return await agent.writable(session_id)
-    if model is not None:
-        agent.check_model(model)
     return await agent.create(str(agent.paths.cwd), mode, model)

@@ -166,7 +166,7 @@ def _read(path: Path) -> tuple[str | None, str]:
     except (FileNotFoundError, NotADirectoryError):
         return None, ""
     except OSError as exc:
-        raise ApiError(500, f"cannot read {path}: {exc.strerror}") from None
+        raise ApiError(500, f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ApiError(500, f"{path} is not UTF-8 text: {exc.reason}") from None
     return text, _digest(text)

@@ -39,10 +39,10 @@ class CannotServe(Exception):
 class Listen:
     """Where to listen and who may talk: the httpserver section, flags taking precedence."""
 
-    host: str = "127.0.0.1"
-    port: int = 8080
-    token: str = ""
-    max_body_bytes: int = 1024 * 1024
+    host: str
+    port: int
+    token: str
+    max_body_bytes: int
 
     @classmethod
     def from_config(

@@ -367,9 +367,11 @@ class Connection:
                 batch.answers[item.index] = response
                 batch.after += after
                 batch.remaining -= 1
-                after = [] if batch.remaining else batch.after
-                if not batch.remaining:
+                if batch.remaining:
+                    after = []  # the last member to finish runs the batch's work
+                else:
                     await self._post_batch(batch)
+                    after = batch.after
             for work in after:
                 try:
                     await work()

@@ -42,12 +42,9 @@ def note_name(path: str) -> str:
 
 
 def wants_delete(value: Any) -> bool:
-    """The `delete` argument: "true" or true deletes; absent, "false" or false does not."""
-    if value is None or value is False or value == "false":
-        return False
-    if value is True or value == "true":
-        return True
-    raise NoteError(f'delete must be "true" (or true), not {value!r}')
+    """The `delete` argument: "true" or true deletes; absent, "false" or false does not (the
+    schema refuses any other value before the call runs)."""
+    return value is True or value == "true"
 
 
 class DirectMemoryTool:
@@ -91,7 +88,7 @@ class DirectMemoryTool:
         }
 
     def title(self, args: Mapping[str, Any]) -> str:
-        verb = "delete" if args.get("delete") in ("true", True) else "save"
+        verb = "delete" if wants_delete(args.get("delete")) else "save"
         path = str(args.get("path", ""))
         try:
             path = note_name(path)

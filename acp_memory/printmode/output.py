@@ -6,34 +6,16 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol, TextIO
 
+from acp_memory.engine.events import TurnEvent
 from acp_memory.printmode.options import OutputFormat
-
-
-class Reply:
-    """The assistant's messages of the turn, as one text: a blank line between two messages
-    (a tool call in between ends a message)."""
-
-    def __init__(self) -> None:
-        self.text = ""
-        self._ended = False  # the last message ended; the next text starts a new one
-
-    def add(self, text: str) -> str:
-        """Take a text delta; what to print for it (a separator first, at a new message)."""
-        piece = text
-        if self._ended and self.text and text:
-            piece = ("\n" if self.text.endswith("\n") else "\n\n") + text
-        if text:
-            self._ended = False
-        self.text += piece
-        return piece
-
-    def end_message(self) -> None:
-        self._ended = True
 
 
 class Output(Protocol):
     def text(self, piece: str) -> None:
         """A piece of the reply as it streams in."""
+
+    def event(self, session_id: str, event: TurnEvent) -> None:
+        """An engine event of the turn, as it happens."""
 
     def update(self, session_id: str, update: dict[str, Any]) -> None:
         """A session/update payload (memory_run included)."""
@@ -45,12 +27,30 @@ class Output(Protocol):
         """The end: the result object, or None when the turn failed."""
 
 
+class Stdout:
+    """stdout for the writers: once its reader has gone (`acp-memory -p ... | head`), the
+    rest is dropped, so the turn still ends and its session is saved."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.gone = False
+
+    def write(self, text: str) -> None:
+        if self.gone:
+            return
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:
+            self.gone = True  # the failed flush dropped its buffer: nothing is left for exit
+
+
 class TextOutput:
     """The reply alone, streamed as it comes, ending with a newline."""
 
     def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self._last = ""
+        self.out = Stdout(out)
+        self._line_open = False  # the reply's last line has no newline yet
         self._broken = False  # break_line ended a line the reply had not ended
 
     def text(self, piece: str) -> None:
@@ -59,37 +59,43 @@ class TextOutput:
         if piece:
             self._broken = False
             self.out.write(piece)
-            self.out.flush()
-            self._last = piece[-1]
+            self._line_open = not piece.endswith("\n")
 
     def break_line(self) -> None:
         """End the line the reply is in, for a console line on the same terminal."""
-        if self._last not in ("", "\n"):
-            self.out.write("\n")
-            self.out.flush()
-            self._last = "\n"
+        if self._end_line():
             self._broken = True
+
+    def event(self, session_id: str, event: TurnEvent) -> None:
+        return None
 
     def update(self, session_id: str, update: dict[str, Any]) -> None:
         return None
 
     def end_reply(self) -> None:
-        if self._last not in ("", "\n"):
-            self.out.write("\n")  # a partial reply too: the shell prompt starts on its own line
-            self.out.flush()
-            self._last = "\n"
+        self._end_line()  # a partial reply too: the shell prompt starts on its own line
 
     def result(self, result: dict[str, Any] | None) -> None:
         self.end_reply()
+
+    def _end_line(self) -> bool:
+        if not self._line_open:
+            return False
+        self.out.write("\n")
+        self._line_open = False
+        return True
 
 
 class JsonOutput:
     """One result object at the end, on one line."""
 
     def __init__(self, out: TextIO) -> None:
-        self.out = out
+        self.out = Stdout(out)
 
     def text(self, piece: str) -> None:
+        return None
+
+    def event(self, session_id: str, event: TurnEvent) -> None:
         return None
 
     def update(self, session_id: str, update: dict[str, Any]) -> None:
@@ -104,11 +110,20 @@ class JsonOutput:
 
     def _line(self, obj: dict[str, Any]) -> None:
         self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        self.out.flush()
 
 
 class StreamJsonOutput(JsonOutput):
     """A JSON line per session update as it happens, then the result object."""
+
+    def __init__(self, out: TextIO) -> None:
+        super().__init__(out)
+        # The ACP payloads (and their wire models) load for this format only.
+        from acp_memory.acp.updates import event_update
+
+        self._payload = event_update
+
+    def event(self, session_id: str, event: TurnEvent) -> None:
+        self.update(session_id, self._payload(event))
 
     def update(self, session_id: str, update: dict[str, Any]) -> None:
         self._line({"type": "session_update", "sessionId": session_id, "update": update})

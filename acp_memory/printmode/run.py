@@ -13,10 +13,10 @@ from typing import Any
 
 import anyio
 
-from acp_memory.acp.updates import event_update
 from acp_memory.cli import error
 from acp_memory.config import Config, Paths
-from acp_memory.engine.events import AgentText, ToolCallFinished, ToolCallStarted, TurnEvent
+from acp_memory.engine.events import ToolCallFinished, ToolCallStarted, TurnEvent
+from acp_memory.engine.reply import Reply
 from acp_memory.engine.turn import StopReason
 from acp_memory.llm.registry import ProviderHub, UnknownModelError
 from acp_memory.llm.types import LLMError
@@ -32,7 +32,7 @@ from acp_memory.printmode.options import (
     EXIT_USAGE,
     PrintOptions,
 )
-from acp_memory.printmode.output import Output, Reply, TextOutput, output_for
+from acp_memory.printmode.output import Output, TextOutput, output_for
 from acp_memory.printmode.unattended import Unattended
 from acp_memory.printmode.usage import UsageMeter
 from acp_memory.sessions.build import build_runner
@@ -67,22 +67,28 @@ def run_print_mode(cfg: Config, paths: Paths, options: PrintOptions) -> int:
     except Failure as failure:
         error(failure.line)
         return failure.code
-    with _memory_log_quiet():
+    with _said_on_the_console():
         return anyio.run(_main, cfg, paths, options, text)
 
 
+# Loggers whose warnings the console lines already say: the memory run's news, and a
+# session that cannot be saved (SessionUnsaved, one `acp-memory:` line).
+_CONSOLE_LOGGERS = ("acp_memory.sessions.memory_run", "acp_memory.sessions.table")
+
+
 @contextlib.contextmanager
-def _memory_log_quiet() -> Iterator[None]:
-    """The memory run's news is on the console lines; at the default log level its warnings
-    would say it twice."""
-    memory_log = logging.getLogger("acp_memory.sessions.memory_run")
-    level = memory_log.level
+def _said_on_the_console() -> Iterator[None]:
+    """At the default log level, quiet the warnings that would say a console line twice."""
+    loggers = [logging.getLogger(name) for name in _CONSOLE_LOGGERS]
+    levels = [logger.level for logger in loggers]
     if logging.getLogger().level >= logging.WARNING:
-        memory_log.setLevel(logging.ERROR)
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        memory_log.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _prompt(given: str) -> str:
@@ -142,6 +148,8 @@ async def open_session(runner: SessionRunner, hub: ProviderHub, options: PrintOp
         # Resolved before a bundle is made, so that a bad id leaves no empty session.
         hub.model(model_id)
     except UnknownModelError as exc:
+        if session is not None:
+            session.close()
         raise Failure(EXIT_USAGE, _one_line(exc)) from None
     if session is None:
         try:
@@ -248,9 +256,7 @@ class PrintTurn:
             failure = Failure(EXIT_USAGE, _one_line(exc))
         except BundleBusy as exc:
             failure = Failure(EXIT_FAILED, f"session {self.session.id}: {exc}")
-        except BundleError as exc:
-            failure = Failure(EXIT_FAILED, str(exc))
-        except SessionUnsaved as exc:
+        except (BundleError, SessionUnsaved) as exc:
             failure = Failure(EXIT_FAILED, str(exc))
         self.output.end_reply()
         if failure is not None:
@@ -262,17 +268,16 @@ class PrintTurn:
 
     async def emit(self, event: TurnEvent) -> None:
         """The engine's events: the reply to the output, tool calls to the console."""
-        if isinstance(event, AgentText):
+        if piece := self.reply.add(event):
             self.console.clear_status()
-            self.output.text(self.reply.add(event.text))
+            self.output.text(piece)
         elif isinstance(event, ToolCallStarted):
-            self.reply.end_message()
             self.titles[event.call_id] = event.title
             self.console.status(f"tool: {event.title}")
         elif isinstance(event, ToolCallFinished):
             title = self.titles.get(event.call_id, event.call_id)
             self.console.line(f"tool: {title} ({event.status})")
-        self.output.update(self.session.id, event_update(event))
+        self.output.event(self.session.id, event)
 
     def _stopped_because(self, stop: StopReason) -> str | None:
         session = f"(session {self.session.id})"

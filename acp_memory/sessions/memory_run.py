@@ -124,7 +124,6 @@ class MemoryRun:
         self.report: str | None = None
         self.delivered_at: str | None = None  # "first request" or "a later step"
         self.skipped: str | None = None  # why the run did not start
-        self.turn_over = False
         self._steps = 0
         self._finished_sent = False
         self._pending: list[anyio.Event] = []
@@ -133,13 +132,10 @@ class MemoryRun:
 
     async def begin(self) -> None:
         await self.inner.begin()
-        self.task = await self._start()
-        task = self.task
-        if task is None:
-            return
-        memory = self.runner.cfg.memory
-        wait = min(memory.wait_seconds, task.record.timeout_seconds or memory.timeout_seconds)
-        if wait <= 0:
+        task = self.task = await self._start()
+        # min(wait_seconds, the run's timeout): a run past its timeout is done, ending the wait.
+        wait = self.runner.cfg.memory.wait_seconds
+        if task is None or wait <= 0:
             return
         try:
             with self.runner.clock.move_on_after(wait):
@@ -156,8 +152,7 @@ class MemoryRun:
         context = self.inner.step()
         task = self.task
         if self.report is None and task is not None and task.done.is_set():
-            report = (task.result or "").strip() if task.record.status == "succeeded" else ""
-            if report:
+            if report := _report_of(task):
                 self.report = report
                 self.delivered_at = "first request" if self._steps == 0 else "a later step"
                 self._finished_sent = True
@@ -173,7 +168,6 @@ class MemoryRun:
         with anyio.move_on_after(SEND_BOUND_SECONDS):
             for event in list(self._pending):
                 await event.wait()
-        self.turn_over = True
         task = self.task
         if task is None:
             return
@@ -194,8 +188,7 @@ class MemoryRun:
             return f"No memory run: {self.skipped}."
         try:
             await task.done.wait()
-            report = (task.result or "").strip() if task.record.status == "succeeded" else ""
-            if report:
+            if report := _report_of(task):
                 self.report = report
                 self.delivered_at = "as the command's reply"
                 self._finished_sent = True
@@ -232,6 +225,9 @@ class MemoryRun:
             self.skipped = reason
             await self._send({"status": "skipped", "reason": reason})
             return None
+        # Counted before the first await, so turns of other sessions starting at the same
+        # time see it; its task's end (or a start that failed) takes it out.
+        runs.setdefault(session_id, set()).add(self)
         try:
             task = await self._launch()
         except (OSError, PoolRefused) as exc:
@@ -240,6 +236,9 @@ class MemoryRun:
             log.warning("memory run skipped for %s: %s", session_id, reason)
             self.skipped = reason
             return None
+        finally:
+            if self.task is None:
+                self._leave()
         await self._send({"status": "started", "taskId": task.id, "childSessionId": self.child_id})
         return task
 
@@ -286,9 +285,8 @@ class MemoryRun:
                 child.close()
                 store.close()
 
-        in_flight = runner.memory_runs.setdefault(parent.id, set())
         try:
-            task = await pool.start_agent(
+            self.task = await pool.start_agent(
                 label=f"memory: {first_line(self.text)}",
                 agent_name=MEMORY_AGENT_NAME,
                 child_session_id=child_id,
@@ -302,20 +300,15 @@ class MemoryRun:
         except PoolRefused:
             store.close()
             raise
-        if not task.done.is_set():
-            in_flight.add(task.id)
-        return task
+        return self.task
 
     async def _run_child(self, child: Session, launch: MemoryLaunch, task_log: TaskLog) -> str:
         runner = self.runner
         cfg = runner.cfg
         handles = [runner.child_model_for(model_id) for model_id in launch.models]
+        # The chain sets each request's model, max_tokens (capped) and sampling itself.
         chain = ChainProvider(handles, cfg.memory.copilot_max_tokens)
-        first = handles[0]
-        capped = first.config.model_copy(
-            update={"max_tokens": min(first.config.max_tokens, cfg.memory.copilot_max_tokens)}
-        )
-        model = ModelHandle(first.model_id, chain, capped)
+        model = ModelHandle(handles[0].model_id, chain, handles[0].config)
         # Its own engine: the memory templates, no registry tools (the set comes with the
         # launch), the parent engine's clock.
         engine = TurnEngine(
@@ -336,16 +329,19 @@ class MemoryRun:
     # -- settling ----------------------------------------------------------------------------
 
     def _on_finish(self, task: Task) -> None:
-        runner = self.runner
-        mine = runner.memory_runs.get(self.session.id)
-        if mine is not None:
-            mine.discard(task.id)
-            if not mine:
-                runner.memory_runs.pop(self.session.id, None)
+        self._leave()
         record = task.record
         if record.status != "succeeded":
-            log.warning("memory run %s %s: %s", task.id, record.status, run_reason(task.record))
-        self._spawn(self._retain())
+            log.warning("memory run %s %s: %s", task.id, record.status, run_reason(record))
+
+    def _leave(self) -> None:
+        """No longer in flight: out of the runner's count."""
+        runs = self.runner.memory_runs
+        mine = runs.get(self.session.id)
+        if mine is not None:
+            mine.discard(self)
+            if not mine:
+                del runs[self.session.id]
 
     async def _settled(self, task: Task, *, delivered: bool) -> None:
         update: dict[str, Any] = {
@@ -367,7 +363,7 @@ class MemoryRun:
         if self.delivered_at is not None:
             line = f"report delivered to the turn ({self.delivered_at})"
         elif record.status == "succeeded":
-            if (task.result or "").strip():
+            if _report_of(task):
                 line = "turn ended before the report"
             else:
                 line = "nothing delivered: the run produced no final message"
@@ -382,6 +378,8 @@ class MemoryRun:
             await anyio.to_thread.run_sync(_append_line, path, line)
         except OSError as exc:
             log.warning("cannot write the delivery line of %s: %s", task.id, exc)
+        # Only now: the run that just ended may itself be the oldest one retention removes.
+        self._spawn(self._retain())
 
     async def _retain(self) -> None:
         """memory.keep_runs: the oldest finished memory runs beyond it go, record and child
@@ -455,6 +453,11 @@ def final_message(child: Session) -> str:
     if last is None or last.role != "assistant" or last.tool_calls:
         return ""
     return last.content.strip()
+
+
+def _report_of(task: Task) -> str:
+    """The report of a settled run: a succeeded run's final message, else nothing."""
+    return (task.result or "").strip() if task.record.status == "succeeded" else ""
 
 
 def _duration_ms(task: Task) -> int:

@@ -73,9 +73,9 @@ class SessionRunner:
         self._owner: TaskGroup | None = None
         self._pools: dict[str, TaskPool] = {}
         self.kill_grace_seconds = KILL_GRACE_SECONDS  # SIGTERM to SIGKILL; tests shorten it
-        # Memory runs in flight: session id -> task ids; the bounds are attributes so tests
-        # can reach them with few runs.
-        self.memory_runs: dict[str, set[str]] = {}
+        # Memory runs in flight, by session id; the bounds are attributes so tests can reach
+        # them with few runs.
+        self.memory_runs: dict[str, set[MemoryRun]] = {}
         self.memory_session_limit = SESSION_RUNS_IN_FLIGHT
         self.memory_process_limit = PROCESS_RUNS_IN_FLIGHT
         self._indexes: SearchIndexes | None = None
@@ -197,10 +197,10 @@ class SessionRunner:
         it before it closes its sessions, whose pools would stop them)."""
         running = [
             task
-            for session_id, ids in self.memory_runs.items()
-            if (pool := self._pools.get(session_id)) is not None
-            for task_id in ids
-            if (task := pool.get(task_id)) is not None and not task.done.is_set()
+            for session_id, runs in self.memory_runs.items()
+            if session_id in self._pools  # a closed pool already stops its runs
+            for run in runs
+            if (task := run.task) is not None and not task.done.is_set()
         ]
         if not running:
             return

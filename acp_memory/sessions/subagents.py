@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
@@ -141,7 +140,7 @@ class Subagents:
                 finally:
                     # Finished, failed, stopped or timed out, the child has ended. After a
                     # stop its hook runs shielded, but briefly: a stop must stay prompt.
-                    bound = STOPPED_HOOK_SECONDS if stopped else math.inf
+                    bound = STOPPED_HOOK_SECONDS if stopped else None
                     with anyio.CancelScope(shield=stopped), anyio.move_on_after(bound):
                         await hooks.subagent_stopped(subagent)
             finally:

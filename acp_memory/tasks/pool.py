@@ -47,8 +47,7 @@ from acp_memory.tasks.records import (
 from acp_memory.tools.base import Editor
 
 if TYPE_CHECKING:
-    from acp_memory.clock import Clock
-from acp_memory.config.models import ToolsConfig
+    from acp_memory.config.models import ToolsConfig
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +55,12 @@ log = logging.getLogger(__name__)
 EXPECTED_FLOOR_SECONDS = 60.0
 # Enough raw bytes to fill a model's view even after escape sequences are dropped.
 MIN_READ_BYTES = 64 * 1024
+
+
+def read_budget(chars: int) -> int:
+    """Raw log bytes to read for a view of `chars` characters: escape sequences and redraws
+    the view drops take room too."""
+    return max(MIN_READ_BYTES, chars * 8)
 
 
 @dataclass(frozen=True)
@@ -366,7 +371,7 @@ class TaskPool:
         """The last tail_lines lines of a task's output as a model reads it: escape sequences
         and carriage-return redraws resolved, at most max_chars (default output_chars)."""
         limit = max_chars or self.settings.output_chars
-        budget = max(MIN_READ_BYTES, limit * 8)
+        budget = read_budget(limit)
         task = self._tasks.get(task_id)
         raw: bytes | None = None
         if task is not None:

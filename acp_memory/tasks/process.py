@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -40,16 +40,6 @@ _QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat"}
 # Process groups of this process's commands: killed at interpreter exit even if the event
 # loop never got to stop them.
 _LIVE_GROUPS: set[int] = set()
-
-
-def track_group(pgid: int) -> None:
-    """Have SIGTERM, SIGHUP and interpreter exit kill this process group (commands, hooks)."""
-    _LIVE_GROUPS.add(pgid)
-
-
-def untrack_group(pgid: int) -> None:
-    """The group is gone (or killed by its owner): nothing left to kill at exit."""
-    _LIVE_GROUPS.discard(pgid)
 
 
 @atexit.register
@@ -91,6 +81,38 @@ def signal_group(pgid: int, sig: int) -> None:
     """Send sig to a process group; a group already gone is fine."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+async def spawn_shell(
+    command: str, cwd: Path, env: Mapping[str, str], *, stdin: int, stderr: int
+) -> Process:
+    """`<shell> -c command` (env added to ours) leading a process group of its own, so a kill
+    reaches whatever it starts; SIGTERM, SIGHUP or exit kill the group until close_group.
+    OSError when it cannot be spawned."""
+    # Shielded: a spawn cut short by a cancel would leave a process nobody follows.
+    with anyio.CancelScope(shield=True):
+        proc = await anyio.open_process(
+            [SHELL, "-c", command],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=cwd,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
+    _LIVE_GROUPS.add(proc.pid)
+    return proc
+
+
+async def close_group(proc: Process, *, kill: bool = True) -> None:
+    """Done with a spawn_shell process: SIGKILL what is left of its group (unless `kill` is
+    false), stop following it, and reap it (bounded, shielded)."""
+    with anyio.CancelScope(shield=True):
+        if kill:
+            signal_group(proc.pid, signal.SIGKILL)
+        _LIVE_GROUPS.discard(proc.pid)
+        with anyio.move_on_after(1):
+            await proc.aclose()
 
 
 @dataclass(frozen=True)
@@ -146,22 +168,13 @@ class LocalProcess:
     async def start(
         cls, tg: TaskGroup, command: str, cwd: Path, log: TaskLog, grace: float
     ) -> LocalProcess:
-        """Spawn it and start its pump in tg. OSError when it cannot be spawned."""
-        # Shielded: a spawn cut short by a cancel could leave a process nobody follows; once
-        # it is followed, a cancel reaches it through the pump.
-        with anyio.CancelScope(shield=True):
-            proc = await anyio.open_process(
-                [SHELL, "-c", command],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env={**os.environ, **_QUIET_ENV},
-                start_new_session=True,  # its own process group: a stop reaches its children
-            )
-            track_group(proc.pid)
-            self = cls(proc, log, grace)
-            tg.start_soon(self._pump, name=f"command {proc.pid}")
+        """Spawn it and start its pump in tg (a cancel then reaches it through the pump).
+        OSError when it cannot be spawned."""
+        proc = await spawn_shell(
+            command, cwd, _QUIET_ENV, stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
+        self = cls(proc, log, grace)
+        tg.start_soon(self._pump, name=f"command {proc.pid}")
         return self
 
     async def kill(self) -> None:
@@ -194,11 +207,7 @@ class LocalProcess:
             with anyio.CancelScope(shield=True):
                 if self.exit is None:  # cancelled while it ran: the owner is stopping
                     self.exit = await self._terminate()
-                # Whatever the command left behind in its group goes with it.
-                signal_group(proc.pid, signal.SIGKILL)
-                untrack_group(proc.pid)
-                with anyio.move_on_after(1):
-                    await proc.aclose()
+                await close_group(proc)  # what it left behind in its group goes with it
                 self.done.set()
 
     async def _read(self) -> None:

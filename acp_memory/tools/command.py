@@ -11,7 +11,7 @@ import anyio
 
 from acp_memory.paths import resolves_inside
 from acp_memory.tasks.log import TaskLog, clean_output, clip
-from acp_memory.tasks.pool import MIN_READ_BYTES, PoolRefused, PoolSettings, TaskPool
+from acp_memory.tasks.pool import PoolRefused, PoolSettings, TaskPool, read_budget
 from acp_memory.tasks.process import CommandProcess, start_process
 from acp_memory.tasks.records import format_seconds
 from acp_memory.tools.base import (
@@ -230,7 +230,7 @@ async def _show_terminal(ctx: ToolContext, proc: CommandProcess | None) -> list[
 
 async def _output(proc: CommandProcess, limit: int, empty: str) -> str:
     """The command's output as the model reads it, within `limit` characters."""
-    budget = max(MIN_READ_BYTES, limit * 8)
+    budget = read_budget(limit)
     raw = await proc.live_output()
     if raw is None:
         raw = await proc.log.read_tail(budget)

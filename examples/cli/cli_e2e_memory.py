@@ -69,8 +69,9 @@ def read_json(path: Path) -> Any:
 
 
 def run(home: Path, config: Path | None) -> int:
-    if config is None:
+    if config is None and not (home / "config.yaml").exists():
         # The offline model as main agent and as memory child: nothing else to configure.
+        # A --home that has its own config keeps it (and runs on its models).
         (home / "config.yaml").write_text("memory: {enable: true}\n", encoding="utf-8")
     cwd = home / "workspace"
     cwd.mkdir(exist_ok=True)
@@ -126,7 +127,9 @@ def run(home: Path, config: Path | None) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", help="home folder to use (default: a throw-away one)")
+    parser.add_argument(
+        "--home", help="home folder to use, its config.yaml kept (default: a throw-away one)"
+    )
     parser.add_argument("--config", type=Path, help="config file (must set memory.enable)")
     args = parser.parse_args()
     os.environ.pop("ACP_MEMORY_HOME", None)

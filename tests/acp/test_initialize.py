@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import socket
+
+import anyio
 import pytest
-from harness import in_process_agent
+from harness import RawPeer, in_process_agent
 
 from acp_memory import __version__
+from acp_memory.acp.server import serve_unconfigured
+from acp_memory.jsonrpc.fdstream import FdReceiveStream, FdSendStream
 
 pytestmark = pytest.mark.anyio
 
@@ -36,3 +41,23 @@ async def test_authenticate_answers_empty(cfg, paths):
         await ed.conn.authenticate(method_id="anything")
     reply = [m for m in ed.checker.sent if m.get("id") == 1 and "result" in m]
     assert reply and reply[-1]["result"] == {}
+
+
+async def test_an_unconfigured_agent_stops_on_a_stop_signal_with_its_input_still_open():
+    # A config that failed to load takes SIGTERM's handler too: the stop must end it, or the
+    # editor's SIGTERM would do nothing at all.
+    agent_sock, client_sock = socket.socketpair()
+    receive, send = FdReceiveStream(agent_sock.fileno()), FdSendStream(agent_sock.fileno())
+    stop = anyio.Event()
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve_unconfigured, receive, send, "bad config", stop)
+                answer = await RawPeer(client_sock).call("initialize", {"protocolVersion": 1})
+                assert answer["result"]["protocolVersion"] == 1
+                stop.set()
+    finally:
+        await receive.aclose()
+        await send.aclose()
+        agent_sock.close()
+        client_sock.close()

@@ -14,6 +14,10 @@ import pytest
 
 import acp_memory.memory.cli
 from acp_memory.cli import build_parser, main
+from acp_memory.config import resolve_paths
+from acp_memory.doctor import check
+from acp_memory.oserror import describe_os_error, os_error_text
+from acp_memory.sessions.runner import SessionRunner
 
 
 def _run(
@@ -267,3 +271,49 @@ def test_a_bare_run_on_a_pipe_serves_with_nothing_on_stderr(tmp_path):
     assert done.returncode == 0
     assert json.loads(done.stdout.splitlines()[0])["result"]["protocolVersion"] == 1
     assert done.stderr == ""
+
+
+def test_an_os_error_names_both_paths_of_a_rename_then_the_reason():
+    rename = OSError(errno.EXDEV, os.strerror(errno.EXDEV), "/a/x.tmp", None, "/b/x.md")
+    assert describe_os_error("cannot save", rename) == (
+        f"cannot save: /a/x.tmp: /b/x.md: {os.strerror(errno.EXDEV)}"
+    )
+    assert os_error_text(OSError("no path, no errno")) == "no path, no errno"
+
+
+@pytest.mark.parametrize(("prompt", "warned"), [("x" * 10, False), ("x" * 11, True)])
+def test_doctor_measures_additional_prompt_without_its_surrounding_blanks(
+    tmp_path, prompt, warned
+):
+    cfg = tmp_path / "c.yaml"
+    padded = json.dumps("  " + prompt + "\n\n")
+    cfg.write_text(
+        f"memory:\n  additional_prompt_max_chars: 10\n  additional_prompt: {padded}\n"
+    )
+    paths = resolve_paths(home=str(tmp_path / "home"), config=str(cfg), cwd=str(tmp_path))
+    warnings = [f.text for f in check(paths, explicit=True) if f.level == "warning"]
+    if warned:
+        assert warnings == [
+            "memory.additional_prompt is 11 characters, longer than additional_prompt_max_chars"
+            " (10) and will be cut"
+        ]
+    else:
+        assert warnings == []
+
+
+def test_print_mode_with_a_session_it_cannot_save_is_one_line_said_once(
+    tmp_path, monkeypatch, capsys, caplog
+):
+    async def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/x/messages.json")
+
+    monkeypatch.setattr(SessionRunner, "run_turn", disk_full)
+    code = main(["--home", str(tmp_path / "home"), "--cwd", str(tmp_path), "-p", "hi"])
+    assert code == 1
+    assert re.fullmatch(
+        rf"acp-memory: session sess_\w+ cannot be saved: /x/messages.json: "
+        rf"{os.strerror(errno.ENOSPC)}\n",
+        capsys.readouterr().err,
+    )
+    # Its warning would say the same line again on print mode's stderr.
+    assert not [r for r in caplog.records if r.name == "acp_memory.sessions.table"]

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,9 +24,12 @@ from sessions.test_memory_run import MemoryRoutedOpenAI
 from wire_schema import WireChecker, validate_memory_run
 
 from acp_memory.cli import build_parser, main
+from acp_memory.engine.events import AgentText, AgentThought, ToolCallFinished, ToolCallStarted
+from acp_memory.engine.reply import Reply
 from acp_memory.printmode.console import Console, memory_line
-from acp_memory.printmode.memory import EXIT_NOTICE_SECONDS, MemoryWatch
-from acp_memory.printmode.output import JsonOutput, Reply, StreamJsonOutput
+from acp_memory.printmode.memory import EXIT_NOTICE_SECONDS, SETTLE_GRACE_SECONDS, MemoryWatch
+from acp_memory.printmode.output import JsonOutput, StreamJsonOutput, TextOutput
+from acp_memory.sessions.runner import MEMORY_EXIT_WAIT_SECONDS
 from acp_memory.sessions.store import SessionStore
 from acp_memory.tasks.records import TaskRecord
 
@@ -125,6 +129,30 @@ async def test_stdout_is_the_reply_alone_with_a_blank_line_between_messages(home
     assert "tool: Read a.md (completed)" in done.lines
     assert "offline_" not in done.stderr
     assert re.fullmatch(r"\[end_turn\] session sess_[0-9a-f]{24}", done.lines[-1])
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("fmt", ["text", "stream-json"])
+def test_a_reader_that_left_early_neither_fails_the_turn_nor_its_session(home, project, fmt):
+    # `acp-memory -p ... | head -c 0`: the pipe's reader is gone before the first byte.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        env = {**os.environ, "ACP_MEMORY_HOME": str(home)}
+        done = subprocess.run(
+            [sys.executable, "-m", "acp_memory", "--cwd", str(project), "-p", "hi",
+             "--output-format", fmt],
+            stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.PIPE,
+            env=env, cwd=project, timeout=WAIT, check=False,
+        )
+    finally:
+        os.close(write_end)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr
+    assert "Broken pipe" not in stderr and "Traceback" not in stderr, stderr
+    (session,) = (home / "sessions").iterdir()
+    messages = json.loads((session / "messages.json").read_text())["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
 
 
 # Exit codes 1 to 4 and 130, each with one line on stderr.
@@ -457,9 +485,12 @@ async def test_ctrl_c_during_the_wait_stops_the_run_and_says_so(home, project):
                 pass
         code, stderr = await anyio.to_thread.run_sync(child.ctrl_c)
     assert code == 130
-    assert re.fullmatch(
-        r"memory: stopped after \d+\.\ds \(task bg_1\)\nacp-memory: interrupted\n", stderr
+    stopped = re.fullmatch(
+        r"memory: stopped after (\d+\.\d)s \(task bg_1\)\nacp-memory: interrupted\n", stderr
     )
+    assert stopped is not None, stderr
+    # At once: print mode does not give its run the exit wait a server gives its runs.
+    assert float(stopped[1]) < MEMORY_EXIT_WAIT_SECONDS
 
 
 # The example.
@@ -529,14 +560,48 @@ def test_each_memory_update_has_the_seeds_console_line(update, line):
 
 def test_the_reply_puts_one_blank_line_between_messages():
     reply = Reply()
-    pieces = [reply.add("Looking"), reply.add(".")]
-    reply.end_message()
-    reply.end_message()  # two tool calls in a row still make one separator
-    pieces += [reply.add("Found "), reply.add("it.\n")]
-    reply.end_message()
-    pieces.append(reply.add("Done."))
-    assert pieces == ["Looking", ".", "\n\nFound ", "it.\n", "\nDone."]
+    started = ToolCallStarted("call_1", "read_file", "read", {})
+    finished = ToolCallFinished("call_1", "completed", "hello")
+    pieces = [reply.add(AgentText("Looking")), reply.add(AgentText("."))]
+    # Two tool calls in a row still make one separator; their events add no text.
+    assert [reply.add(e) for e in (started, finished, started, finished)] == [""] * 4
+    pieces += [reply.add(AgentText("Found ")), reply.add(AgentThought("hmm"))]
+    pieces += [reply.add(AgentText("")), reply.add(AgentText("it.\n"))]
+    reply.add(started)
+    pieces.append(reply.add(AgentText("Done.")))
+    assert [p for p in pieces if p] == ["Looking", ".", "\n\nFound ", "it.\n", "\nDone."]
     assert reply.text == "Looking.\n\nFound it.\n\nDone."
+
+
+def test_a_tool_call_before_any_text_adds_no_separator():
+    reply = Reply()
+    reply.add(ToolCallStarted("call_1", "read_file", "read", {}))
+    assert reply.add(AgentText("Found it.")) == "Found it."
+    assert reply.text == "Found it."
+
+
+def test_on_one_terminal_a_console_line_never_lands_mid_reply():
+    out, err = _Lines(), _Lines()
+    output = TextOutput(out)
+    console = Console(err, terminal=True)
+    console.before_line = output.break_line
+    reply = Reply()
+    output.text(reply.add(AgentText("Looking")))
+    reply.add(ToolCallStarted("call_1", "Read a.md", "read", {}))
+    console.status("tool: Read a.md")
+    console.line("tool: Read a.md (completed)")
+    console.clear_status()  # nothing left to clear
+    output.text(reply.add(AgentText("Found it.")))
+    console.memory({"status": "finished", "taskId": "bg_1", "taskStatus": "succeeded",
+                    "durationMs": 1500, "delivered": True})
+    output.end_reply()
+    # The break before the tool line stands for the separator's first newline: one blank line.
+    assert out.text == "Looking\n\nFound it.\n"
+    assert err.text == (
+        "\r\x1b[2K\x1b[2mtool: Read a.md…\x1b[0m"  # the status line ...
+        "\r\x1b[2Ktool: Read a.md (completed)\n"  # ... replaced by the line
+        "\x1b[2mmemory: recalled in 1.5s (task bg_1)\x1b[0m\n"
+    )
 
 
 STARTED = datetime.now(UTC)
@@ -589,8 +654,12 @@ async def test_the_exit_wait_says_so_after_fifteen_seconds_and_ends_when_the_run
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch.wait_before_exit, clock)
         with anyio.fail_after(10):
-            await clock.until_pending(2)
+            notice, bound = await clock.until_pending(2)
+        # The notice at 15 s; the wait itself bounded by the run's timeout plus a grace.
+        assert notice == EXIT_NOTICE_SECONDS
+        assert EXIT_NOTICE_SECONDS < bound <= 300 + SETTLE_GRACE_SECONDS
         clock.advance(EXIT_NOTICE_SECONDS - 0.1)
+        await anyio.wait_all_tasks_blocked()
         assert err.text == ""  # quiet for the first 15 s
         clock.advance(0.1)
         with anyio.fail_after(10):

@@ -120,7 +120,8 @@ async def test_compact_folds_the_history_and_later_requests_start_from_its_summa
         compact_req, after_req = server.parent_requests[2:]
     assert runs_after_compact == runs_before  # the memory child plays no part
     assert "SUMMARY: the user asked twice." in reply
-    assert "Compacted 4 messages, about" in reply and "tokens" in reply
+    # 54 characters of questions and answers, at about 4 a token.
+    assert "(Compacted 4 messages, about 14 tokens; later requests" in reply
     # The summary request: the history as text, the focus, no tools.
     asked = json.dumps(compact_req.messages)
     assert "FIRST-QUESTION" in asked and "SECOND-ANSWER" in asked
@@ -204,6 +205,15 @@ async def test_export_outside_the_workspace_needs_the_users_permission(
     assert len(client.permission_requests) == 1
     assert target.exists() is written
     assert reply.startswith("Exported" if written else "Not exported: permission denied")
+
+
+async def test_export_to_a_folder_is_refused_in_one_line_naming_it(cfg, paths):
+    (paths.cwd / "out").mkdir()
+    async with in_process_agent(cfg, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+        assert await prompt(ed, sid, "/export out") == "end_turn"
+        reply = said(ed, sid)
+    assert reply == f"Not exported: cannot write {(paths.cwd / 'out').resolve()}: Is a directory"
 
 
 async def test_memory_shows_the_last_run_and_the_notes_of_both_roots(paths):

@@ -83,6 +83,7 @@ def test_a_flow_section_stays_in_flow_style():
         'memory: {enable: true, wait_seconds: 2.5, additional_prompt: "two\\nlines", '
         "keep_runs: 0}  # short form\n"
     )
+    assert set_keys("memory: {}\n", "memory", {"enable": True}) == "memory: {enable: true}\n"
 
 
 def test_a_multi_line_prompt_is_a_literal_block_and_the_comment_moves_to_its_header():
@@ -94,6 +95,23 @@ def test_a_multi_line_prompt_is_a_literal_block_and_the_comment_moves_to_its_hea
         "    Only deal with the notes.\n      Indented: kept.\n    Заметки по-русски.\n"
         "  keep_runs: 20\n"
     )
+    assert yaml.safe_load(edited)["memory"]["additional_prompt"] == prompt
+
+
+@pytest.mark.parametrize(
+    ("prompt", "written"),
+    [
+        # A first line that starts with a space says the indentation in the header.
+        ("  indented first\nsecond\n", "|2\n      indented first\n    second\n"),
+        # No final line break: the block strips the one it would otherwise add.
+        ("no break\nat the end", "|-\n    no break\n    at the end\n"),
+        # Several final line breaks: a block cannot say them exactly, a quoted string can.
+        ("two breaks\n\n", '"two breaks\\n\\n"\n'),
+    ],
+)
+def test_a_literal_block_says_the_text_exactly_or_the_string_is_quoted(prompt, written):
+    edited = set_keys('memory:\n  additional_prompt: ""\n', "memory", {"additional_prompt": prompt})
+    assert edited == f"memory:\n  additional_prompt: {written}"
     assert yaml.safe_load(edited)["memory"]["additional_prompt"] == prompt
 
 
@@ -126,6 +144,11 @@ def test_strings_yaml_would_read_otherwise_are_quoted(value):
 def test_a_file_that_cannot_be_edited_is_refused_naming_why(text, says):
     with pytest.raises(ConfigEditError, match=says):
         set_keys(text, "memory", {"enable": True})
+
+
+def test_a_number_yaml_cannot_hold_is_refused_naming_it():
+    with pytest.raises(ConfigEditError, match="inf is not a number a config file can hold"):
+        set_keys("memory:\n  wait_seconds: 20\n", "memory", {"wait_seconds": float("inf")})
 
 
 def test_an_edit_that_would_not_read_back_is_refused(monkeypatch):

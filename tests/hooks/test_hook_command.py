@@ -4,11 +4,10 @@ whole process group past its timeout."""
 from __future__ import annotations
 
 import json
-import os
-import select
 
 import anyio
 import pytest
+from tasks.procs import assert_gone
 
 from acp_memory.hooks.command import OUTPUT_LIMIT, run_hook
 
@@ -32,20 +31,11 @@ async def test_the_payload_arrives_on_stdin_and_both_outputs_and_the_exit_code_c
 
 async def test_a_hook_past_its_timeout_is_killed_with_its_process_group(tmp_path):
     # The hook leaves a sleeper in its group and waits on it: both must go at the timeout.
-    command = "sleep 300 & echo $! > sleeper.pid; wait"
+    command = 'sleep 300 & echo "$$ $!" > pids; wait'
     run = await run_hook(command, b"{}", tmp_path, 1.5)
     assert run.timed_out and run.exit_code == 1
-    sleeper = int((tmp_path / "sleeper.pid").read_text())
-    try:
-        pidfd = os.pidfd_open(sleeper)
-    except ProcessLookupError:
-        return  # already gone and reaped
-    try:
-        # A pidfd turns readable when its process has ended.
-        ready, _, _ = await anyio.to_thread.run_sync(select.select, [pidfd], [], [], 10)
-    finally:
-        os.close(pidfd)
-    assert ready == [pidfd], "the sleeper the hook started outlived the timeout"
+    leader, sleeper = map(int, (tmp_path / "pids").read_text().split())
+    await assert_gone(leader, sleeper)
 
 
 async def test_output_past_the_limit_is_read_and_dropped(tmp_path):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -23,6 +24,8 @@ from hookkit import HookKit, group, hooks
 from sessions.test_memory_run import MemoryRoutedOpenAI, memory_config, memory_updates, task_dirs
 
 from acp_memory.config.models import Config, ToolsConfig
+from acp_memory.hooks.events import SessionHooks
+from acp_memory.hooks.table import HookTable
 
 pytestmark = pytest.mark.anyio
 
@@ -329,3 +332,19 @@ async def test_project_hooks_run_only_when_the_config_allows_them(paths, tmp_pat
                 assert await prompt(ed, sid, "hello") == "end_turn"
         assert ("FROM-PROJECT" in turn_context_text(server.requests[0])) is allowed
         assert len(kit.events("UserPromptSubmit")) == int(allowed)
+
+
+async def test_an_events_hooks_run_at_once_and_are_read_in_config_order(tmp_path):
+    # Each hook waits for the other's mark: run one after the other, the first would time out.
+    # The second finishes first, yet the first one's output comes first.
+    first = "touch a; until [ -e b ]; do sleep 0.01; done; sleep 0.2; echo FIRST"
+    second = "touch b; until [ -e a ]; do sleep 0.01; done; echo SECOND"
+    table = HookTable((hooks(Stop=[group(first, timeout=5), group(second, timeout=5)]),))
+    session = SimpleNamespace(
+        id="sess_x",
+        record=SimpleNamespace(cwd=str(tmp_path)),
+        transcript=SimpleNamespace(path=tmp_path / "messages.json"),
+    )
+    with anyio.fail_after(4):
+        outcome = await SessionHooks(table, session).fire("Stop", {})  # type: ignore[arg-type]
+    assert outcome.output == ["FIRST", "SECOND"] and outcome.blocked is None

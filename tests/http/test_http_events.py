@@ -40,6 +40,7 @@ async def test_a_reader_that_left_is_forgotten_and_a_closed_hub_takes_no_new_rea
     gone = hub.subscribe("s1")
     gone.close()
     hub.publish("s1", chunk("a"))  # no error for the reader that went away
+    assert "s1" not in hub._readers  # nor anything kept for it
     stays = hub.subscribe("s1")
     hub.publish("s1", chunk("b"))
     hub.close()

@@ -124,10 +124,17 @@ async def test_a_single_note_is_deleted(paths):
     async with served(Config(), paths) as api:
         sid = await api.new_session()
         await put(api, sid, "workspace", "a.md", "one\n")
+        (paths.cwd / "memory" / "dead.md").symlink_to(paths.cwd / "memory" / "gone.md")
         gone = (await api.client.delete(
             memory_url(sid, "file"), params={"root": "workspace", "path": "a.md"}
         )).json()
+        # A link whose note is gone is still there to delete.
+        dead = await api.client.delete(
+            memory_url(sid, "file"), params={"root": "workspace", "path": "dead.md"}
+        )
     assert gone["deleted"] == 1 and not (paths.cwd / "memory" / "a.md").exists()
+    assert dead.status_code == 200, dead.text
+    assert not (paths.cwd / "memory" / "dead.md").is_symlink()
 
 
 BAD_REQUESTS = [

@@ -173,6 +173,21 @@ async def test_a_bad_completion_request_is_refused_naming_the_problem(paths):
     assert not paths.sessions_dir.exists()  # nothing was created for a refused request
 
 
+async def test_a_continued_streamed_completion_with_an_unknown_model_is_400_before_any_chunk(
+    paths,
+):
+    async with served(Config(), paths) as api:
+        sid = await api.new_session()
+        resp = await api.client.post(
+            "/v1/chat/completions", json=chat("hi", stream=True, metadata={"model": "nobody/x"}),
+            headers={HEADER: sid},
+        )
+        messages = (await api.client.get(f"/coddy/sessions/{sid}/messages")).json()["messages"]
+    assert resp.status_code == 400
+    assert "unknown model 'nobody/x'" in resp.json()["error"]["message"]
+    assert messages == []
+
+
 async def test_a_completion_for_a_busy_session_is_409(paths):
     held = HeldProvider()
     async with served(Config(), paths) as api:

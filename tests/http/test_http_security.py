@@ -8,13 +8,15 @@ import subprocess
 import sys
 from typing import Any
 
+import anyio
 import pytest
 from fastapi.routing import APIRoute
-from httpkit import served
+from httpkit import BOUND_S, served
 
 from acp_memory.config import Config
+from acp_memory.config.models import HttpServerConfig
 from acp_memory.httpserver.app import ROUTERS
-from acp_memory.httpserver.security import bind_problem, is_loopback
+from acp_memory.httpserver.security import Guard, bind_problem, is_loopback
 from acp_memory.httpserver.serve import CannotServe, Listen, run_http
 
 pytestmark = pytest.mark.anyio
@@ -88,7 +90,8 @@ def test_the_command_refuses_a_non_loopback_bind_without_a_token_in_one_line(pat
 
 def test_a_port_out_of_range_is_a_usage_error_in_one_line(paths, capsys):
     # 65536 must not slip through: the resolver wraps it to 0, a free port.
-    assert "a port is 0 to 65535" in (Listen(port=65536).problem() or "")
+    listen = Listen.from_config(HttpServerConfig(), port=65536)
+    assert "a port is 0 to 65535" in (listen.problem() or "")
     assert run_http(Config(), paths, port=-1) == 2
     assert capsys.readouterr().err == (
         "acp-memory http: --port -1: a port is 0 to 65535 (0 picks a free one)\n"
@@ -123,9 +126,11 @@ HOSTS_AND_ORIGINS = [
     ({"Host": "evil.example:{port}"}, 403),
     ({"Host": "evil.example"}, 403),
     ({"Host": "127.0.0.1:1"}, 403),
+    ({"Host": "127.0.0.1"}, 403),  # no port: 80, not ours
     ({"Host": "localhost:{port}"}, 200),
     ({"Origin": "http://evil.example"}, 403),
     ({"Origin": "http://127.0.0.1:1"}, 403),
+    ({"Origin": "http://127.0.0.1"}, 403),
     ({"Origin": "null"}, 403),
     ({"Origin": "https://127.0.0.1:{port}"}, 403),
     ({"Origin": "http://127.0.0.1:{port}"}, 200),
@@ -148,6 +153,31 @@ async def test_on_loopback_a_host_or_origin_of_another_site_is_403(paths):
     # Only the allowed ones made a session: the refused ones stopped before any route ran.
     allowed = sum(1 for _, status in HOSTS_AND_ORIGINS if status == 200)
     assert len(list(paths.sessions_dir.iterdir())) == allowed
+
+
+def test_on_loopback_the_bound_address_names_this_server_too():
+    scope = {"type": "http", "server": ("127.0.0.2", 8080),
+             "headers": [(b"host", b"127.0.0.2:8080"), (b"origin", b"http://127.0.0.2:8080")]}
+    assert Guard(None, token="", host="127.0.0.2").refusal(scope) is None  # type: ignore[arg-type]
+    refused = Guard(None, token="", host="127.0.0.1").refusal(scope)  # type: ignore[arg-type]
+    assert refused is not None and refused[0] == 403
+
+
+async def test_a_body_announced_over_the_limit_is_refused_before_it_is_sent(paths):
+    async with served(Config(), paths, max_body_bytes=1000) as api:
+        sid = await api.new_session()
+        head = (
+            f"POST /coddy/sessions/{sid}/prompt HTTP/1.1\r\nHost: 127.0.0.1:{api.server.port}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+        )
+        # Not a byte of the body follows: an answer at all means it was never waited for.
+        with anyio.fail_after(BOUND_S):
+            async with await anyio.connect_tcp("127.0.0.1", api.server.port) as conn:
+                await conn.send(head.encode())
+                answer = b""
+                while b"httpserver.max_body_bytes" not in answer:  # head and body come apart
+                    answer += await conn.receive()
+    assert answer.startswith(b"HTTP/1.1 413 ")
 
 
 async def test_a_body_over_the_limit_is_413_whether_announced_or_streamed(paths):
@@ -175,7 +205,9 @@ async def test_a_body_over_the_limit_is_413_whether_announced_or_streamed(paths)
 
 
 MALFORMED = [
-    (b'{"text": "unterminated', "malformed JSON in the request body"),
+    (b'{"text": "unterminated',
+     "malformed JSON in the request body: Unterminated string starting at character 9"),
+    (b'{"text": }', "malformed JSON in the request body: Expecting value at character 9"),
     (b"[1, 2]", "request body"),
     (b'{"txt": "typo"}', "request body: text: Field required"),
 ]

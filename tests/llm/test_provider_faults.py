@@ -258,11 +258,21 @@ async def test_closing_the_stream_mid_answer_closes_the_connection(server, clien
 
 async def test_cancel_during_a_retry_wait_stops_promptly(server, client):
     server.script(error(503, "busy", retry_after=30))
-    provider = ResilientProvider(raw(server, client), NO_JITTER)
-    # The 503 asks for 30 s; a cancel once it arrived must end the wait, well within the bound.
+    waiting = anyio.Event()
+    delays: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        # The real sleep, once we know the provider is in it (the request's arrival at the
+        # server is too early: the cancel would land while the 503 is still being read).
+        delays.append(delay)
+        waiting.set()
+        await anyio.sleep(delay)
+
+    provider = ResilientProvider(raw(server, client), NO_JITTER, sleep=sleep)
+    # The 503 asks for 30 s; a cancel during that wait must end it, well within the bound.
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(collect, provider.stream(REQUEST))
-            await server.wait_for_requests(1)
+            await waiting.wait()
             tg.cancel_scope.cancel()
-    assert len(server.requests) == 1
+    assert delays == [30] and len(server.requests) == 1

@@ -165,6 +165,17 @@ def test_a_note_over_16_kb_is_cut_on_a_character_boundary_with_a_marker(
     assert "[note cut at 16 KB: its whole text is 21000 bytes]" in block
 
 
+def test_a_folder_symlinked_back_into_its_scope_is_walked_once(tmp_path: Path) -> None:
+    roots = Roots(tmp_path / "g", tmp_path / "p")
+    note(roots.global_root, "top.md", "top", age=1)
+    note(roots.global_root, "sub/inner.md", "inner", age=2)
+    (roots.global_root / "sub" / "again").symlink_to(roots.global_root)
+
+    block = scope_text(snapshot(roots), "global")
+
+    assert note_paths(block) == ["top.md", "sub/inner.md"]
+
+
 # -- in the session --------------------------------------------------------------------------
 
 
@@ -335,6 +346,7 @@ async def test_the_tool_saves_a_named_note_in_each_scope_and_says_created_or_upd
         ("..", "contains '..'"),
         ("../escape", "contains '..'"),
         ("a\\b.md", "names a folder"),
+        ("C:\\x.md", "is an absolute path"),
         ("  ", "path is empty"),
         (".hidden", "hidden entry"),
     ],
@@ -352,6 +364,7 @@ async def test_content_and_delete_together_or_neither_are_refused(paths, run_too
     assert err and "give content to save the note" in out
     out, err = await run_tool(scope="global", path="a", delete="yes")
     assert err and "delete" in out
+    assert "delete: 'yes' is not one of" in out  # refused by the schema, before the call
     assert not (paths.home / "memory" / "a.md").exists()
 
 
@@ -377,6 +390,17 @@ async def test_a_note_over_the_size_limit_is_refused_and_nothing_is_written(path
     out, err = await run_tool(scope="global", path="big", content="x" * 1001)
     assert err and "over the limit of 1000 bytes; nothing was written" in out
     assert (paths.home / "memory" / "big.md").read_text() == "small"
+
+
+def test_the_title_names_the_operation_and_the_note(paths):
+    tool = DirectMemoryTool(Config(memory=MemoryConfig(inline=True)), paths)
+    assert tool.title({"scope": "global", "path": "me", "delete": "true"}) == (
+        "Memory delete global:me.md"
+    )
+    # A path the call will refuse is shown as it was asked.
+    assert tool.title({"scope": "workspace", "path": "a/b", "content": "x"}) == (
+        "Memory save workspace:a/b"
+    )
 
 
 async def test_the_editor_is_shown_the_note_file_the_call_will_write(paths):

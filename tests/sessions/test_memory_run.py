@@ -45,6 +45,12 @@ class MemoryRoutedOpenAI(FakeOpenAI):
         return super()._next(request)
 
 
+class UnstartedRun:
+    """A memory run in flight whose task has not started yet."""
+
+    task = None
+
+
 def _tools_of(request: Recorded) -> list[str]:
     return sorted(t["function"]["name"] for t in (request.json or {}).get("tools", []))
 
@@ -241,7 +247,8 @@ async def test_a_run_past_the_session_bound_is_skipped(paths):
     async with MemoryRoutedOpenAI() as server:
         server.script(text("ok"))
         async with turn_agent(memory_config(server), paths) as (ed, agent):
-            agent.runner.memory_runs["other"] = {"bg_9"}  # the process-wide bound counts it
+            # A run of another session, not started yet: the process-wide bound counts it.
+            agent.runner.memory_runs["other"] = {UnstartedRun()}  # type: ignore[arg-type]
             agent.runner.memory_session_limit = 0
             sid = await ed.start_session(paths.cwd)
             assert await prompt(ed, sid, "hello") == "end_turn"
@@ -251,6 +258,25 @@ async def test_a_run_past_the_session_bound_is_skipped(paths):
          "reason": "memory runs in flight for this session: 0 of 0"}
     ]
     assert server.child_requests == [] and task_dirs(paths, sid) == []
+
+
+async def test_turns_of_two_sessions_starting_together_share_the_process_bound(paths):
+    """A run counts from the moment it passes the bounds, not once its task is made: two
+    sessions' turns at once against a bound of one start one run."""
+    release = anyio.Event()
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text("(no memory hits)").stalled_after(0, release) for _ in range(2)]
+        server.script(text("ok"), text("ok"))
+        async with turn_agent(memory_config(server, wait_seconds=0), paths) as (ed, agent):
+            agent.runner.memory_process_limit = 1
+            sids = [await ed.start_session(paths.cwd) for _ in range(2)]
+            async with anyio.create_task_group() as tg:
+                for sid in sids:
+                    tg.start_soon(prompt, ed, sid, "hello")
+            updates = memory_updates(ed)
+            release.set()
+    assert sorted(u["status"] for u in updates) == ["skipped", "started"]
+    assert sum(len(task_dirs(paths, sid)) for sid in sids) == 1
 
 
 async def test_keep_runs_removes_the_oldest_finished_runs_with_their_bundles(paths):

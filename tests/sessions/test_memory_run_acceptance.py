@@ -177,7 +177,7 @@ async def test_no_fallback_after_output_the_run_fails_with_the_providers_reason(
             text(REPORT),  # what a fallback (or a retry) would stream: never asked for
         ]
         server.script(text("answered without memory"))
-        cfg = memory_config(server, model="fake/cheap")
+        cfg = memory_config(server, model="fake/cheap", copilot_max_tokens=100)
         cfg.models.append(ModelConfig(model="fake/cheap", max_tokens=128))
         cfg.agent.llm_retry_max = 2  # the ordinary retry policy: never after output
         async with turn_agent(cfg, paths) as (ed, _):
@@ -187,6 +187,7 @@ async def test_no_fallback_after_output_the_run_fails_with_the_providers_reason(
             said = ed.client.text(sid)
     (only,) = server.child_requests
     assert only.json["model"] == "cheap"
+    assert only.json["max_tokens"] == 100  # copilot_max_tokens, under the model's 128
     record = meta(paths, sid, "bg_1")
     assert record["status"] == "failed"
     reason = "500 Internal Server Error: upstream overloaded"  # as the seed words a 402's

@@ -81,17 +81,23 @@ async def test_stopping_waits_fifteen_seconds_for_a_running_run_then_stops_it(pa
                 task = runner.pool_for(agent.table.sessions[sid]).get("bg_1")
                 assert task is not None
 
+                moved: list[float] = []
+
                 async def move_time_while_draining() -> None:
                     await runner.draining.wait()
                     # The run's 300 s limit and the exit wait's 15 s, on the same clock.
                     assert await clock.until_pending(2) == [15.0, 300.0]
                     clock.advance(14.9)
+                    await anyio.wait_all_tasks_blocked()
                     assert clock.pending() == [15.0, 300.0]  # still given its grace
+                    assert not task.done.is_set()
                     clock.advance(0.1)
+                    moved.append(clock.now())
 
                 tg.start_soon(move_time_while_draining)
                 tg.cancel_scope.deadline = anyio.current_time() + 30  # a drain never begun
             # End of input: the agent stopped once the 15 s were up, and the run with it.
+    assert moved == [15.0]  # the drain did wait, and only its bound ended it
     assert task.done.is_set()
     assert meta(paths, sid, "bg_1")["status"] == "stopped"
     assert task_log(paths, sid, "bg_1").splitlines()[-1] == "nothing delivered: the run was stopped"

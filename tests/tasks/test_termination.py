@@ -38,13 +38,12 @@ anyio.run(main, sys.argv[1])
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-async def test_a_terminated_agent_process_kills_its_commands_process_groups(
-    tmp_path: Path, sig: signal.Signals
-):
+async def terminate_and_check_groups(runner: str, tmp_path: Path, sig: signal.Signals) -> None:
+    """Run `runner` (a script told a FIFO), wait until it follows its command's process group,
+    send it `sig`: it must end by that signal, the group gone with it."""
     ready = Fifo(tmp_path / "ready")
     proc = await anyio.open_process(
-        [sys.executable, "-c", RUNNER, str(ready.path)], stderr=subprocess.DEVNULL
+        [sys.executable, "-c", runner, str(ready.path)], stderr=subprocess.DEVNULL
     )
     async with proc:
         assert proc.stdout is not None
@@ -62,6 +61,13 @@ async def test_a_terminated_agent_process_kills_its_commands_process_groups(
                 os.killpg(leader, signal.SIGKILL)  # a failing run leaves nothing behind
             if proc.returncode is None:
                 proc.kill()  # nor a runner that never got its signal
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+async def test_a_terminated_agent_process_kills_its_commands_process_groups(
+    tmp_path: Path, sig: signal.Signals
+):
+    await terminate_and_check_groups(RUNNER, tmp_path, sig)
 
 
 HOOK_RUNNER = """
@@ -88,22 +94,4 @@ anyio.run(main, sys.argv[1])
 
 
 async def test_a_terminated_agent_process_kills_a_running_hooks_process_group(tmp_path: Path):
-    ready = Fifo(tmp_path / "ready")
-    proc = await anyio.open_process(
-        [sys.executable, "-c", HOOK_RUNNER, str(ready.path)], stderr=subprocess.DEVNULL
-    )
-    async with proc:
-        assert proc.stdout is not None
-        leader, child = map(int, (await ready.read_line(timeout=20)).split())
-        try:
-            with anyio.fail_after(20):
-                assert (await proc.stdout.receive()).startswith(b"followed")
-            proc.send_signal(signal.SIGTERM)
-            with anyio.fail_after(10):
-                assert await proc.wait() == -signal.SIGTERM
-            await assert_gone(leader, child)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(leader, signal.SIGKILL)
-            if proc.returncode is None:
-                proc.kill()
+    await terminate_and_check_groups(HOOK_RUNNER, tmp_path, signal.SIGTERM)
