@@ -13,9 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_memory.config import Config, Paths
-
 if TYPE_CHECKING:  # the store pulls in SQLite and the stemmers: load it only to run `notes`
+    from acp_memory.config import Config, Paths
     from acp_memory.memory.search import Hit
     from acp_memory.memory.store import MemoryStore
 

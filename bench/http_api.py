@@ -1,6 +1,6 @@
 """Requests per second and latency of the HTTP API, against a trivial route of the same server.
 
-Run from the repo root: .venv/bin/python bench/http.py [--requests 400] [--chats 200]
+Run from the repo root: .venv/bin/python bench/http_api.py [--requests 400] [--chats 200]
 
 `acp-memory http` runs as its own process (as it is deployed) on a free loopback port, in a
 throw-away home on the built-in offline model; httpx clients in this process send requests
@@ -19,26 +19,20 @@ is not free) is part of every row, the baseline's included.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import re
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
-# This file is named http.py, and its folder comes first on sys.path: left there, it would
-# stand in for the standard library's http package that httpx imports.
-HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import re  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import AsyncIterator, Awaitable, Callable  # noqa: E402
-from typing import Any  # noqa: E402
-
-import anyio  # noqa: E402
-import httpx  # noqa: E402
+import anyio
+import httpx
 
 CONCURRENCY = (1, 16)
 NOTES = 50
