@@ -40,6 +40,7 @@ from acp_memory.jsonrpc.connection import after_reply
 from acp_memory.jsonrpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
+from acp_memory.modes import MODE_LABELS, MODES, unknown_mode
 from acp_memory.oserror import os_error_text
 from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.runner import SessionRunner
@@ -65,11 +66,6 @@ SESSION_BUSY = -32001
 # ACP's own code for an unknown session (or other resource).
 RESOURCE_NOT_FOUND = -32002
 LIST_PAGE_SIZE = 50
-MODES = {
-    "agent": ("Agent", "Reads and changes the workspace with every tool."),
-    "plan": ("Plan", "Reads and answers with a plan; changes nothing."),
-    "ask": ("Ask", "Answers questions; read-only."),
-}
 
 
 MEMORY_RUN_METHOD = "_acp_memory/memory_run"
@@ -241,7 +237,7 @@ class AcpAgent:
         if mode_id not in MODES:
             raise RpcError(
                 INVALID_PARAMS,
-                f"Invalid params: modeId: unknown mode {mode_id!r}; use agent, plan or ask",
+                f"Invalid params: modeId: {unknown_mode(mode_id)}",
             )
         if session.record.mode != mode_id:
             session.record.mode = mode_id
@@ -262,7 +258,7 @@ class AcpAgent:
             current_mode_id=record.mode,
             available_modes=[
                 SessionMode(id=mode_id, name=name, description=desc)
-                for mode_id, (name, desc) in MODES.items()
+                for mode_id, (name, desc) in MODE_LABELS.items()
             ],
         )
         options = [
@@ -273,7 +269,7 @@ class AcpAgent:
                 current_value=record.mode,
                 options=[
                     SelectOption(value=m, name=name, description=desc)
-                    for m, (name, desc) in MODES.items()
+                    for m, (name, desc) in MODE_LABELS.items()
                 ],
             ),
             SelectConfigOption(

@@ -12,7 +12,7 @@ import contextlib
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -22,10 +22,10 @@ from acp_memory.engine.events import TurnEvent
 from acp_memory.engine.turn import StopReason
 from acp_memory.httpserver.errors import ApiError
 from acp_memory.httpserver.events import EventHub
-from acp_memory.httpserver.models import Mode
 from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
 from acp_memory.memory.store import MemoryStore
+from acp_memory.modes import MODES, unknown_mode
 from acp_memory.oserror import os_error_text
 from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.runner import SessionRunner
@@ -39,8 +39,6 @@ from acp_memory.sessions.table import (
     saving,
 )
 from acp_memory.tasks.pool import TaskPool
-
-MODES: tuple[str, ...] = get_args(Mode)
 
 OnEvent = Callable[[TurnEvent], Awaitable[None]]
 
@@ -157,7 +155,7 @@ class HttpAgent:
 
     def check_mode(self, mode: str) -> None:
         if mode not in MODES:
-            raise ApiError(400, f"unknown mode {mode!r}; use {', '.join(MODES)}")
+            raise ApiError(400, unknown_mode(mode))
 
     def check_model(self, model: str) -> None:
         if model not in self.cfg.model_ids():

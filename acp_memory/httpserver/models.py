@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from acp_memory.camel import CamelModel
 from acp_memory.engine.turn import StopReason
+from acp_memory.modes import Mode
 
-Mode = Literal["agent", "plan", "ask"]
 Root = Literal["global", "workspace"]
 
 

@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from acp_memory.engine.events import TurnEvent
 from acp_memory.engine.reply import Reply
 from acp_memory.engine.turn import StopReason
-from acp_memory.httpserver.agent import MODES, HttpAgent
+from acp_memory.httpserver.agent import HttpAgent
 from acp_memory.httpserver.errors import ApiError, error_body
 from acp_memory.httpserver.models import (
     ChatChoice,
@@ -33,6 +33,7 @@ from acp_memory.httpserver.models import (
     OpenAIModel,
     OpenAIModelList,
 )
+from acp_memory.modes import MODES
 from acp_memory.sessions.store import Session
 
 SESSION_HEADER = "X-Coddy-Session-ID"

@@ -6,9 +6,10 @@ import argparse
 from dataclasses import dataclass
 from typing import Literal
 
+from acp_memory.modes import MODES
+
 OutputFormat = Literal["text", "json", "stream-json"]
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("text", "json", "stream-json")
-MODES = ("agent", "plan", "ask")
 
 # Exit codes, as --help and the README list them.
 EXIT_OK = 0  # end_turn
