@@ -104,10 +104,17 @@ def _shared_flags(suppress: bool) -> argparse.ArgumentParser:
         "--log-level",
         metavar="LEVEL",
         default=default,
+        type=_log_level,
         choices=["debug", "info", "warning", "error"],
-        help="debug, info, warning or error (default logging.level, else info)",
+        help="debug, info, warning (or warn) or error (default logging.level, else info)",
     )
     return p
+
+
+def _log_level(value: str) -> str:
+    # `warn` is what other tools (and the reference agent's scripts) pass.
+    level = value.lower()
+    return "warning" if level == "warn" else level
 
 
 class _OneLineErrors(argparse.ArgumentParser):
@@ -131,8 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser
     )
     shared = [_shared_flags(suppress=True)]
-    sub.add_parser(
+    acp = sub.add_parser(
         "acp", parents=shared, help="serve ACP on stdio (the default)", description=ACP_DESCRIPTION
+    )
+    acp.add_argument(
+        "--session-id",
+        metavar="ID",
+        help="the connection's first session/new opens session ID (created when it does not "
+        "exist) and replays its history after the answer",
     )
     sub.add_parser(
         "demo",
@@ -173,12 +186,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def setup_logging(level: str) -> None:
-    """Logs go to stderr: in acp mode stdout is the wire."""
+SERVER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def setup_logging(level: str, *, plain: bool = False) -> None:
+    """Logs go to stderr: in acp mode stdout is the wire. `plain` is for a person reading a
+    command's stderr: each line `acp-memory: <message>`, like its other lines; a server's log
+    keeps the time, level and logger."""
     logging.basicConfig(
         level=getattr(logging, level.upper()),
         stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format="acp-memory: %(message)s" if plain else SERVER_LOG_FORMAT,
     )
 
 
@@ -229,9 +247,9 @@ def _main(args: argparse.Namespace) -> int:
         return _usage_error(f"-p runs one turn on its own; it does not go with `{args.command}`")
     if problem := print_flags_without_p(args):
         return _usage_error(problem)
-    problem = _cwd_problem(args.cwd)
+    problem = _cwd_problem(args.cwd) or _session_id_problem(getattr(args, "session_id", None))
     if problem:
-        return _unconfigured(problem) if serving else _usage_error(problem)
+        return _unconfigured(problem) if serving else _usage_error(problem, args)
     if command == "doctor":
         from acp_memory.doctor import run_doctor
 
@@ -243,7 +261,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         cfg, paths = load(args)
     except ConfigError as exc:
-        return _unconfigured(str(exc)) if serving else _usage_error(str(exc))
+        return _unconfigured(str(exc)) if serving else _usage_error(str(exc), args)
     level = args.log_level or cfg.logging.level
     if (
         args.print_text is not None
@@ -252,7 +270,7 @@ def _main(args: argparse.Namespace) -> int:
     ):
         # Print mode's stderr is read by a person: its failure is one line, not a retry log.
         level = "warning"
-    setup_logging(level)
+    setup_logging(level, plain=command != "http" and not serving)
     if cfg.logging.to_file:
         try:
             _log_to_file(paths)
@@ -272,8 +290,13 @@ def _main(args: argparse.Namespace) -> int:
     return handlers[command]()
 
 
-def _usage_error(problem: str) -> int:
+def _usage_error(problem: str, args: argparse.Namespace | None = None) -> int:
     error(problem)
+    if args is not None and args.print_text is not None:
+        # Print mode's json and stream-json end with a result object, this failure's too.
+        from acp_memory.printmode.output import end_with_failure
+
+        end_with_failure(args.print_output_format or "text", sys.stdout, 2, problem)
     return 2
 
 
@@ -283,8 +306,11 @@ def _unconfigured(problem: str) -> int:
     session request with `problem`, which the editor shows."""
     from acp_memory.acp.stdio import serve_stdio_unconfigured
 
+    error(problem)
     setup_logging("warning")
-    return serve_stdio_unconfigured(problem)
+    # Exit 2 as for any other config or usage error, once the editor has been told (or the
+    # signal's own status).
+    return serve_stdio_unconfigured(problem) or 2
 
 
 def _cwd_problem(cwd: str | None) -> str | None:
@@ -303,6 +329,15 @@ def _cwd_problem(cwd: str | None) -> str | None:
     return None
 
 
+def _session_id_problem(session_id: str | None) -> str | None:
+    """Why `acp --session-id` cannot name a session, or None."""
+    from acp_memory.sessions.model import is_session_id
+
+    if session_id is None or is_session_id(session_id):
+        return None
+    return f"--session-id {session_id!r}: not a session id (sess_ and 24 lowercase hex digits)"
+
+
 def _run_acp(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
     if args.print_text is not None:
         from acp_memory.printmode.run import run_print_mode
@@ -313,7 +348,7 @@ def _run_acp(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
     if sys.stdin is not None and sys.stdin.isatty():
         # A person typed the command: without this line it would seem to hang.
         print(TTY_HINT, file=sys.stderr, flush=True)
-    return serve_stdio(cfg, paths)
+    return serve_stdio(cfg, paths, getattr(args, "session_id", None))
 
 
 def _run_demo(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:

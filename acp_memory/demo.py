@@ -26,6 +26,7 @@ from acp.client.connection import ClientSideConnection
 from acp_memory.config import Config, ConfigError, Paths, load_config, resolve_paths
 from acp_memory.config.loader import expand
 from acp_memory.config.models import OFFLINE_MODEL_ID
+from acp_memory.stdout import Stdout
 
 # The first line of the config the demo writes: a home that starts with it is the demo's own.
 MARKER = "# written by `acp-memory demo`"
@@ -285,8 +286,23 @@ def _is_demo_home(home: Path) -> bool:
         return False
 
 
+def own_command() -> list[str]:
+    """How to start this program again as it was started, PATH or not: the `acp-memory`
+    script that runs, else this interpreter with `-m acp_memory`."""
+    script = Path(sys.argv[0])
+    if script.name == "acp-memory" and script.is_file():
+        return [str(script.absolute())]
+    return [sys.executable, "-m", "acp_memory"]
+
+
 def run_demo(args: argparse.Namespace) -> int:
-    """Run the story in a home the demo keeps, then say how to look at what it left."""
+    """Run the story in a home the demo keeps, then say how to look at what it left. A
+    reader that leaves early (`demo | head`) misses the rest; the story still ends as usual."""
+    with contextlib.redirect_stdout(Stdout(sys.stdout)):
+        return _run_demo(args)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
     if args.config:
         print(
             "acp-memory: demo: --config is not used: the demo writes its own config in its "
@@ -323,7 +339,8 @@ def run_demo(args: argparse.Namespace) -> int:
         return 1
     _print_runs(demo, client.runs)
     print("\n== look at it yourself:")
-    print(f"   acp-memory notes list --home {q(str(demo.home))}")
+    command = " ".join(q(word) for word in own_command())
+    print(f"   {command} notes list --home {q(str(demo.home))}")
     print(f"   ls {q(str(demo.paths.sessions_dir / sessions[0] / 'subagents'))}")
     saving = [task for sid, task in client.runs if sid == sessions[0]][-1:]
     for task in saving:

@@ -6,15 +6,24 @@ With --online it also makes one tiny call to every configured provider.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
 from acp_memory.config import Config, ConfigError, Paths, resolve_paths
-from acp_memory.config.loader import load_env_file, parse_config, read_raw, unknown_keys
+from acp_memory.config.loader import (
+    VARIABLE,
+    load_env_file,
+    no_file_config,
+    parse_config,
+    read_raw,
+    unknown_keys,
+)
 from acp_memory.config.models import ProviderConfig
 from acp_memory.llm.registry import api_key, key_variable
 
@@ -46,15 +55,13 @@ def check(
     except ConfigError as exc:
         return [Finding("error", str(exc))]
     if raw is None:
-        level: Level = "error" if explicit else "ok"
-        findings.append(
-            Finding(
-                level,
-                f"no config file at {paths.config_file}"
-                + ("" if explicit else "; using built-in defaults (offline model)"),
-            )
-        )
-        cfg = Config()
+        if explicit:
+            findings.append(Finding("error", f"no config file at {paths.config_file}"))
+            cfg = Config()
+        else:
+            # What a run would pick: the model named by the keys in the environment.
+            cfg = no_file_config(paths.config_file)
+            findings.append(Finding("ok", f"{cfg.take_no_file_note()}; memory on"))
     else:
         try:
             cfg = parse_config(raw, paths.config_file)
@@ -62,7 +69,15 @@ def check(
             return [Finding("error", str(exc))]
         findings.append(Finding("ok", f"config {paths.config_file} parsed"))
         findings += [Finding("warning", f"unknown key {key}") for key in unknown_keys(cfg)]
-    findings += _model_findings(cfg)
+    findings += _model_findings(cfg, raw or {})
+    if raw is not None and not cfg.memory.enable:
+        findings.append(
+            Finding(
+                "warning",
+                "memory is off (memory.enable is false): nothing is recalled or saved; set "
+                "memory.enable: true to turn it on",
+            )
+        )
     # The same precedence as a real run: --sessions-dir, then sessions.dir, then the home.
     paths = resolve_paths(
         home=str(paths.home),
@@ -166,7 +181,7 @@ def _model_of(cfg: Config, provider: str) -> str | None:
     return None
 
 
-def _model_findings(cfg: Config) -> list[Finding]:
+def _model_findings(cfg: Config, raw: Mapping[str, Any]) -> list[Finding]:
     found: list[Finding] = []
     names = [p.name for p in cfg.providers]
     for dup in {n for n in names if names.count(n) > 1}:
@@ -186,15 +201,30 @@ def _model_findings(cfg: Config) -> list[Finding]:
             found.append(
                 Finding("error", f"{key}: {model_id!r} names no configured provider {provider!r}")
             )
-    for p in cfg.providers:
-        if p.type != "offline" and not p.api_base and not api_key(p):
-            found.append(
-                Finding(
-                    "warning",
-                    f"provider {p.name!r} has no key: set its api_key or ${key_variable(p)}",
-                )
-            )
+    used = {m.partition("/")[0] for m in (cfg.default_model_id(), cfg.memory.model) if m}
+    for i, p in enumerate(cfg.providers):
+        if p.type == "offline" or p.api_base or api_key(p):
+            continue
+        unset = _unset_variables(raw, "providers", i, "api_key")
+        hint = (
+            f"its api_key names ${{{unset[0]}}}, which is not set"
+            if unset
+            else f"set its api_key or ${key_variable(p)}"
+        )
+        # Without a key the default model's (or memory's) provider fails every call.
+        level: Level = "error" if p.name in used else "warning"
+        found.append(Finding(level, f"provider {p.name!r} has no key: {hint}"))
     return found
+
+
+def _unset_variables(raw: Mapping[str, Any], section: str, index: int, key: str) -> list[str]:
+    """The ${VAR} names in raw[section][index][key] that the environment leaves unset."""
+    items = raw.get(section)
+    item = items[index] if isinstance(items, list) and index < len(items) else None
+    value = item.get(key) if isinstance(item, Mapping) else None
+    if not isinstance(value, str):
+        return []
+    return [name for name in VARIABLE.findall(value) if not os.environ.get(name)]
 
 
 def _unwritable(folder: Path) -> str | None:

@@ -1,6 +1,7 @@
 """Requests per second and latency of the HTTP API, against a trivial route of the same server.
 
-Run from the repo root: .venv/bin/python bench/http_api.py [--requests 400] [--chats 200]
+Run from the repo root:
+    .venv/bin/python bench/http_api.py [--requests 400] [--chats 200] [--flat 5000]
 
 `acp-memory http` runs as its own process (as it is deployed) on a free loopback port, in a
 throw-away home on the built-in offline model; httpx clients in this process send requests
@@ -12,7 +13,11 @@ over keep-alive connections, with 1 and with 16 at once. Rows:
   - POST /v1/chat/completions, not streamed: a whole turn on the offline model, each client
     continuing its own session (its transcript appended, session.json rewritten with fsync);
     once with memory off, once with memory on (a memory run per turn, which the turn waits
-    for: a child bundle, its own turns on the offline model, a search of the notes).
+    for: a child bundle, its own turns on the offline model, a search of the notes);
+  - flat: `--flat` completions without X-Coddy-Session-ID (what OpenAI clients send: a new
+    session each), 16 at once, with the server's descriptors and RSS when it started, at the
+    start (past sessions.max_open, which it keeps open) and at the end (see bench/flat.py);
+    the first session then still answers.
 The client shares the machine's cores with the server: on a small machine its own cost (httpx
 is not free) is part of every row, the baseline's included.
 """
@@ -33,8 +38,10 @@ from typing import Any
 
 import anyio
 import httpx
+from flat import Usage, report, usage
 
 CONCURRENCY = (1, 16)
+WARM_UP_CHATS = 100  # more than the default sessions.max_open (64)
 NOTES = 50
 FOLDERS = 5
 
@@ -45,8 +52,9 @@ def p95(values: list[float]) -> float:
 
 
 @contextlib.asynccontextmanager
-async def server(home: Path, project: Path) -> AsyncIterator[str]:
-    """`acp-memory http --port 0` in `home`; yields its base URL, stops it with SIGTERM."""
+async def server(home: Path, project: Path) -> AsyncIterator[tuple[str, int]]:
+    """`acp-memory http --port 0` in `home`; yields its base URL and pid, stops it with
+    SIGTERM."""
     log = home / "server.log"
     with log.open("wb") as err:
         proc = await anyio.open_process(
@@ -60,7 +68,7 @@ async def server(home: Path, project: Path) -> AsyncIterator[str]:
                 if proc.returncode is not None:
                     raise SystemExit(f"the server exited: {log.read_text()}")
                 await anyio.sleep(0.05)
-        yield found.group(1)
+        yield found.group(1), proc.pid
     finally:
         with contextlib.suppress(ProcessLookupError):  # it may have exited already
             proc.terminate()
@@ -189,7 +197,36 @@ def make_home(home: Path, config: str) -> None:
     (home / "config.yaml").write_text(config)
 
 
-async def main(requests: int, chats: int) -> None:
+async def flat_chats(url: str, pid: int, completions: int) -> bool:
+    """Completions without a session header, each a new session: is the server flat?"""
+    limits = httpx.Limits(max_connections=max(CONCURRENCY))
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
+        started = usage(pid)
+        first = ok(await client.post("/v1/chat/completions", json=chat_body("Hello")))
+        sid = first.headers["X-Coddy-Session-ID"]
+
+        async def new_session(_: int) -> None:
+            ok(await client.post("/v1/chat/completions", json=chat_body("Hello")))
+
+        await measure(max(CONCURRENCY), WARM_UP_CHATS, new_session)
+        start = usage(pid)
+        seconds, _ = await measure(max(CONCURRENCY), completions, new_session)
+        end = usage(pid)
+        # Let go long ago, loaded again on demand.
+        await chatting(client, [sid], "Still there?")(0)
+    points: list[tuple[str, Usage]] = [
+        ("server started", started),
+        (f"start: after {WARM_UP_CHATS + 1} completions", start),
+        (f"end: after {completions:,} more", end),
+    ]
+    return report(
+        f"{completions:,} POST /v1/chat/completions without a session header, "
+        f"{max(CONCURRENCY)} at once ({completions / seconds:.0f}/s)",
+        points,
+    )
+
+
+async def main(requests: int, chats: int, flat: int) -> None:
     with tempfile.TemporaryDirectory(prefix="acp-bench-http-") as tmp:
         project = Path(tmp) / "project"
         project.mkdir()
@@ -201,9 +238,14 @@ async def main(requests: int, chats: int) -> None:
         home, memory_home = Path(tmp) / "home", Path(tmp) / "memory-home"
         make_home(home, "memory: {enable: false}\n")
         make_home(memory_home, "memory: {enable: true}\n")
-        async with server(home, project) as url:
+        async with server(home, project) as (url, _):
             await routes(url, project, requests, chats, rows)
-        async with server(memory_home, project) as url:
+        if flat:
+            flat_home = Path(tmp) / "flat-home"
+            make_home(flat_home, "memory: {enable: false}\n")
+            async with server(flat_home, project) as (url, pid):
+                await flat_chats(url, pid, flat)
+        async with server(memory_home, project) as (url, _):
             await memory_chats(url, chats, rows)
         for clients in CONCURRENCY:
             base = rows.rate["baseline: GET /v1/models", clients]
@@ -219,9 +261,12 @@ def _args() -> Any:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400, help="per row (400)")
     parser.add_argument("--chats", type=int, default=200, help="chat completions a row (200)")
+    parser.add_argument(
+        "--flat", type=int, default=5000, help="completions of the flat row (5000; 0 skips it)"
+    )
     return parser.parse_args()
 
 
 if __name__ == "__main__":
     args = _args()
-    anyio.run(main, args.requests, args.chats)
+    anyio.run(main, args.requests, args.chats, args.flat)

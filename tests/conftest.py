@@ -16,6 +16,16 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config-less run picks its model from these keys: a developer's own must not send the
+    tests (or the processes they start) to a real provider."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        # setenv first, so that one a test's <home>/.env loads is undone after it too.
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+
+
 @pytest.fixture
 def paths(tmp_path: Path) -> Paths:
     """A private home, sessions folder and project folder for one test."""

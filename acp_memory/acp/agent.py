@@ -45,6 +45,7 @@ from acp_memory.oserror import os_error_text
 from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.runner import SessionRunner
 from acp_memory.sessions.store import (
+    SESSION_FILE,
     BundleError,
     Session,
     SessionNotFound,
@@ -53,7 +54,6 @@ from acp_memory.sessions.store import (
 )
 from acp_memory.sessions.table import (
     ReadOnlySession,
-    SessionTable,
     SessionUnsaved,
     Stopping,
     TurnRunning,
@@ -82,15 +82,17 @@ class Peer(Protocol):
 class AcpAgent:
     """Holds the sessions of one connection and answers the client's requests."""
 
-    def __init__(self, runner: SessionRunner) -> None:
+    def __init__(self, runner: SessionRunner, first_session_id: str | None = None) -> None:
         self.runner = runner
+        # `acp --session-id`: the id the connection's first session/new opens or creates.
+        self.first_session_id = first_session_id
         self.cfg = runner.cfg
         self.paths = runner.paths
         self.store = runner.store  # one store: the runner creates child bundles in it too
         self.peer: Peer | None = None
         self.editor: Editor | None = None  # what the client offers, known after initialize
         self.client_capabilities: dict[str, Any] = {}
-        self.table = SessionTable(self.store)
+        self.table = runner.session_table()  # idle sessions let go (serve() runs it)
 
     def handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[Any]]]:
         return {
@@ -127,13 +129,30 @@ class AcpAgent:
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(NewSessionRequest, params)
         cwd = await _workspace(req.cwd)
-        servers = [s.stored() for s in req.mcp_servers]
+        # Taken before any wait, so that a second session/new never gets the same id; given
+        # back if this one fails.
+        named, self.first_session_id = self.first_session_id, None
         try:
-            session = await self.runner.create_session(cwd, mcp_servers=servers)
-        except OSError as exc:
-            raise RpcError(
-                INTERNAL_ERROR, f"cannot create the session: {os_error_text(exc)}"
-            ) from None
+            if named is not None and (found := await self._named_session(named)) is not None:
+                # Opened as session/load opens it, its history replayed once the client has
+                # the answer (and so knows the session's id).
+                await self._move(found, cwd)
+                after_reply(partial(self._replay, found))
+                await self._resume(found)
+                return {"sessionId": found.id, **self._session_state(found)}
+            servers = [s.stored() for s in req.mcp_servers]
+            try:
+                session = await self.runner.create_session(
+                    cwd, mcp_servers=servers, session_id=named
+                )
+            except OSError as exc:
+                raise RpcError(
+                    INTERNAL_ERROR, f"cannot create the session: {os_error_text(exc)}"
+                ) from None
+        except BaseException:
+            if named is not None:
+                self.first_session_id = named
+            raise
         self.table.add(session)
         self._advertise_commands(session.id)
         return {"sessionId": session.id, **self._session_state(session)}
@@ -142,16 +161,47 @@ class AcpAgent:
         req = parse_params(LoadSessionRequest, params)
         cwd = await _workspace(req.cwd)
         session = await self.session(req.session_id)
-        if session.record.cwd != cwd and not self.table.running(req.session_id):
+        await self._move(session, cwd)
+        await self._replay(session)
+        await self._resume(session)
+        return self._session_state(session)
+
+    async def _named_session(self, session_id: str) -> Session | None:
+        """The session `--session-id` names, or None when no bundle has that id yet."""
+        try:
+            return refuse_child(await self.table.get(session_id))
+        except SessionNotFound:
+            if await anyio.Path(self.store.root / session_id).exists():
+                # A folder without its session.json: never written over.
+                raise RpcError(
+                    RESOURCE_NOT_FOUND,
+                    f"Session {session_id} cannot be loaded: "
+                    f"{self.store.root / session_id / SESSION_FILE} is missing",
+                ) from None
+            return None
+        except BundleError as exc:
+            raise RpcError(
+                RESOURCE_NOT_FOUND, f"Session {session_id} cannot be loaded: {exc}"
+            ) from None
+        except ReadOnlySession as exc:
+            raise RpcError(INVALID_PARAMS, f"--session-id: {exc}") from None
+
+    async def _move(self, session: Session, cwd: str) -> None:
+        """A loaded session takes the client's cwd (only session.json changes)."""
+        if session.record.cwd != cwd and not self.table.running(session.id):
             session.record.cwd = cwd
             with _writes(session):
-                await session.save_record()  # only session.json changed
+                await session.save_record()
+
+    async def _replay(self, session: Session) -> None:
+        """The transcript as the session/update notifications a live turn sent."""
         for update in replay_updates(session.messages):
             await self._update(session.id, update)
+
+    async def _resume(self, session: Session) -> None:
         if not session.record.subagent_run:  # a child is only read, never resumed
             await self.runner.hooks.start(session, "resume")
             self._advertise_commands(session.id)
-        return self._session_state(session)
 
     async def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(ListSessionsRequest, params)
@@ -179,15 +229,22 @@ class AcpAgent:
         return listing
 
     async def session(self, session_id: str) -> Session:
-        """A session of this process, loading its bundle on first use."""
+        """A session of this process, loading its bundle on first use; one whose model the
+        config no longer lists goes on with the default model."""
         try:
-            return await self.table.get(session_id)
+            session = await self.table.get(session_id)
         except SessionNotFound:
             raise RpcError(RESOURCE_NOT_FOUND, f"Session not found: {session_id}") from None
         except BundleError as exc:
             raise RpcError(
                 RESOURCE_NOT_FOUND, f"Session {session_id} cannot be loaded: {exc}"
             ) from None
+        record = session.record
+        if not record.subagent_run and record.selected_model_id not in self.cfg.model_ids():
+            # The selector offers only listed models: its current value must be one of them.
+            # In memory only; the record's next save writes it.
+            record.selected_model_id = self.cfg.default_model_id()
+        return session
 
     async def writable_session(self, session_id: str) -> Session:
         """A session the client may prompt or change: never a subagent's child session."""
@@ -201,7 +258,7 @@ class AcpAgent:
 
     def close(self) -> None:
         """Release every session's bundle for other processes (the connection ended)."""
-        self.table.close(self.runner.close_pool)
+        self.table.close()
 
     # -- modes and options -------------------------------------------------------------
 

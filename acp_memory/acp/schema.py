@@ -50,7 +50,8 @@ class McpServer(CamelModel):
 
 class NewSessionRequest(CamelModel):
     cwd: str
-    mcp_servers: list[McpServer]
+    # Required by the schema, but scripts written for the reference agent leave it out.
+    mcp_servers: list[McpServer] = Field(default_factory=list)
     additional_directories: list[str] | None = None
 
 

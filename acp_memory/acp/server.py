@@ -17,9 +17,12 @@ from acp_memory.signals import cancel_when_set
 log = logging.getLogger(__name__)
 
 
-def build_agent(cfg: Config, paths: Paths, hub: ProviderHub) -> AcpAgent:
-    """The agent with its runner, not yet connected."""
-    return AcpAgent(build_runner(cfg, paths, hub))
+def build_agent(
+    cfg: Config, paths: Paths, hub: ProviderHub, first_session_id: str | None = None
+) -> AcpAgent:
+    """The agent with its runner, not yet connected; the first session/new opens or creates
+    `first_session_id` when given."""
+    return AcpAgent(build_runner(cfg, paths, hub), first_session_id)
 
 
 async def serve(
@@ -29,14 +32,17 @@ async def serve(
     paths: Paths,
     agent: AcpAgent | None = None,
     stop: anyio.Event | None = None,
+    session_id: str | None = None,
 ) -> None:
     """Serve ACP on a pair of byte streams until the input ends or `stop` is set (a stop
-    signal: the connection ends at once, the memory runs get their bounded wait)."""
+    signal: the connection ends at once, the memory runs get their bounded wait).
+    `session_id` is the session the first session/new opens (`acp --session-id`)."""
     async with ProviderHub(cfg) as hub:
-        agent = agent or build_agent(cfg, paths, hub)
+        agent = agent or build_agent(cfg, paths, hub, session_id)
         conn = Connection(receive, send, agent.handlers(), on_input_closed=agent.cancel_all)
         agent.peer = conn
-        async with agent.runner.running():
+        # The connection owns the timer that lets its idle sessions go.
+        async with agent.runner.running(), agent.table.releasing():
             try:
                 await _serve_until(conn, stop)
             finally:
@@ -53,8 +59,8 @@ async def serve_unconfigured(
     problem: str,
     stop: anyio.Event | None = None,
 ) -> None:
-    """Serve ACP with a config that failed to load: initialize works, sessions say why not."""
-    log.error("config error: %s", problem)
+    """Serve ACP with a config that failed to load: initialize works, sessions say why not
+    (the caller has said it on stderr)."""
     await _serve_until(Connection(receive, send, unconfigured_handlers(problem)), stop)
 
 

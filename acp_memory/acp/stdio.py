@@ -28,9 +28,14 @@ def claim_stdio() -> tuple[int, int]:
     return wire_in, wire_out
 
 
-def serve_stdio(cfg: Config, paths: Paths) -> int:
-    """Serve ACP on stdio until stdin closes or SIGTERM/SIGINT; returns the exit code."""
-    return _on_stdio(lambda receive, send, stop: serve(receive, send, cfg, paths, stop=stop))
+def serve_stdio(cfg: Config, paths: Paths, session_id: str | None = None) -> int:
+    """Serve ACP on stdio until stdin closes or SIGTERM/SIGINT; returns the exit code.
+    `session_id`: the session the first session/new opens or creates."""
+    return _on_stdio(
+        lambda receive, send, stop: serve(
+            receive, send, cfg, paths, stop=stop, session_id=session_id
+        )
+    )
 
 
 def serve_stdio_unconfigured(problem: str) -> int:

@@ -1,6 +1,7 @@
 """/export [path]: the whole transcript as markdown, tool calls collapsed, written to a file in
 the working directory (or the path given); a path outside it needs the user's permission, as
-the file tools' do."""
+the file tools' do, except in print mode, where the path is on the user's own command line and
+nobody else is there to ask."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from acp_memory.atomic import write_atomic
 from acp_memory.commands.base import CommandCall
 from acp_memory.commands.markdown import render_transcript
 from acp_memory.tools.base import ToolError, TurnCancelled
-from acp_memory.tools.files import reachable
+from acp_memory.tools.files import reachable, real_path
+
+NOTHING = "nothing to export"
 
 
 class Export:
@@ -22,12 +25,17 @@ class Export:
 
     async def run(self, call: CommandCall) -> str:
         session = call.session
+        if not session.messages:
+            return NOTHING  # a file of 0 messages helps nobody
         target = call.argument or f"{session.id}.md"
         # The permission question names this call; the editor shows it as the asking row.
         ctx = call.runner.tool_context(session, call.editor)
         ctx = replace(ctx, call_id=f"export_{session.id}")
         try:
-            path, _ = await reachable(ctx, target, "Export the conversation to")
+            if getattr(call.editor, "user_is_the_command_line", False):
+                path = await anyio.to_thread.run_sync(real_path, ctx, target)
+            else:
+                path, _ = await reachable(ctx, target, "Export the conversation to")
         except (ToolError, TurnCancelled) as exc:
             return f"Not exported: {exc}"
         text = render_transcript(session.messages, title=session.record.title or session.id)

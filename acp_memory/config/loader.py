@@ -7,15 +7,25 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from dotenv import load_dotenv
 from pydantic import ValidationError
 
-from acp_memory.config.models import Config
+from acp_memory.config.models import OFFLINE_MODEL_ID, Config, ModelConfig, ProviderConfig
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# Bounds on a config file, so that a hostile one (a YAML alias bomb, a nesting of thousands)
+# is refused in one line rather than hanging or overflowing the stack of whoever reads it.
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_ALIASES = 100
+MAX_DEPTH = 50
+# With no config file, the first key found in the environment picks the provider and model.
+NO_FILE_MODELS: tuple[tuple[str, Literal["openai", "anthropic"], str], ...] = (
+    ("OPENAI_API_KEY", "openai", "openai/gpt-4.1-mini"),
+    ("ANTHROPIC_API_KEY", "anthropic", "anthropic/claude-sonnet-4-5"),
+)
 
 
 class ConfigError(Exception):
@@ -66,17 +76,23 @@ def resolve_paths(
 
 def expand(value: str) -> str:
     """Expand ${VAR} (unset variables become empty) and a leading ~."""
-    return os.path.expanduser(_VAR.sub(lambda m: os.environ.get(m.group(1), ""), value))
+    return os.path.expanduser(VARIABLE.sub(lambda m: os.environ.get(m.group(1), ""), value))
 
 
-def _expand_tree(node: Any) -> Any:
+def _expand_tree(node: Any, done: dict[int, Any] | None = None) -> Any:
+    # Each list or mapping is expanded once and shared again as YAML's aliases shared it:
+    # walking every alias afresh would visit a bomb's billion nodes.
+    done = {} if done is None else done
     if isinstance(node, str):
         return expand(node)
-    if isinstance(node, list):
-        return [_expand_tree(v) for v in node]
-    if isinstance(node, Mapping):
-        return {k: _expand_tree(v) for k, v in node.items()}
-    return node
+    if not isinstance(node, list | Mapping):
+        return node
+    if id(node) not in done:
+        if isinstance(node, list):
+            done[id(node)] = [_expand_tree(v, done) for v in node]
+        else:
+            done[id(node)] = {k: _expand_tree(v, done) for k, v in node.items()}
+    return done[id(node)]
 
 
 def load_env_file(path: Path) -> None:
@@ -95,28 +111,100 @@ def load_env_file(path: Path) -> None:
 def read_raw(path: Path) -> dict[str, Any] | None:
     """The YAML mapping in a config file, or None when the file does not exist."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            data = file.read(MAX_CONFIG_BYTES + 1)  # never more than the bound in memory
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
-        return parse_raw(text)
+        return parse_raw(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from None
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
 def parse_raw(text: str) -> dict[str, Any]:
-    """The YAML mapping a config file's text holds ({} when it is empty)."""
+    """The YAML mapping a config file's text holds ({} when it is empty), within the bounds
+    on its size, aliases and depth."""
+    if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
+        raise ConfigError("larger than 1 MiB; a config file is at most 1 MiB (1048576 bytes)")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader, bounded
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = _one_line(exc.problem or exc.context)
+        raise ConfigError(f"not valid YAML{where}: {problem}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}") from exc
+        raise ConfigError(f"not valid YAML: {_one_line(str(exc))}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError("the top level must be a mapping of sections")
     return data
+
+
+def _one_line(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing more than MAX_ALIASES aliases, nesting past MAX_DEPTH
+    (an alias counts as deep as the node it names) and an alias inside its own node."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._aliases = 0
+        self._open = 0  # collections being composed around the current node
+        self._heights: dict[int, int] = {}  # a composed node's collection levels
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise ConfigError(
+                    f"more than {MAX_ALIASES} YAML aliases (*{event.anchor} at line "
+                    f"{event.start_mark.line + 1}); a config file may use at most {MAX_ALIASES}"
+                )
+            node = super().compose_node(parent, index)
+            if id(node) not in self._heights:
+                raise ConfigError(
+                    f"the YAML alias *{event.anchor} at line {event.start_mark.line + 1} is "
+                    "inside the node it names"
+                )
+            self._check_depth(self._open + self._heights[id(node)], event.start_mark)
+            return node
+        start = self.peek_event()
+        collection = not self.check_event(yaml.ScalarEvent)
+        if collection:
+            self._open += 1
+            self._check_depth(self._open, start.start_mark)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._open -= collection
+        self._heights[id(node)] = _height(node, self._heights)
+        return node
+
+    def _check_depth(self, depth: int, mark: yaml.Mark) -> None:
+        if depth > MAX_DEPTH:
+            raise ConfigError(
+                f"nested deeper than {MAX_DEPTH} levels (line {mark.line + 1}); a config file "
+                f"may nest at most {MAX_DEPTH}"
+            )
+
+
+def _height(node: yaml.Node | None, heights: dict[int, int]) -> int:
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [child for pair in node.value for child in pair]
+    else:
+        return 0
+    return 1 + max((heights[id(child)] for child in children), default=0)
 
 
 def parse_config(raw: Mapping[str, Any], source: Path) -> Config:
@@ -127,11 +215,21 @@ def parse_config(raw: Mapping[str, Any], source: Path) -> Config:
         raise ConfigError(f"{source}: {describe_errors(exc)}") from None
 
 
+# Pydantic names its model class when a section is not a mapping; the user knows the key.
+_NOT_A_MAPPING = {"model_type", "model_attributes_type", "dict_type"}
+
+
 def describe_errors(exc: ValidationError) -> str:
+    """Every error of a validation as `key: what is wrong`, on one line."""
     parts = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        parts.append(f"{key}: {err['msg']}")
+        if err["type"] in _NOT_A_MAPPING:
+            got = _one_line(repr(err["input"]))
+            msg = f"must be a mapping of keys (key: value), not {got[:60]}"
+        else:
+            msg = _one_line(err["msg"])
+        parts.append(f"{key}: {msg}")
     return "; ".join(parts)
 
 
@@ -145,10 +243,28 @@ def load_config(paths: Paths, *, explicit: bool = False) -> Config:
     if raw is None:
         if explicit:
             raise ConfigError(f"{paths.config_file}: no such config file")
-        cfg = Config()
-        cfg.memory.enable = True
-        return cfg
+        return no_file_config(paths.config_file)
     return parse_config(raw, paths.config_file)
+
+
+def no_file_config(config_file: Path) -> Config:
+    """The config of a run with no config file: memory on, and the model of the first
+    provider whose key is in the environment (NO_FILE_MODELS), else the offline model."""
+    cfg = Config()
+    cfg.memory.enable = True
+    for variable, provider, model in NO_FILE_MODELS:
+        if os.environ.get(variable):
+            # The key stays in the environment: the provider reads it from there.
+            cfg.providers = [ProviderConfig(name=provider, type=provider)]
+            cfg.models = [ModelConfig(model=model)]
+            cfg.agent.model = model
+            why = f"{variable} is set"
+            break
+    else:
+        model = OFFLINE_MODEL_ID
+        why = "the built-in offline model; set OPENAI_API_KEY or ANTHROPIC_API_KEY for another"
+    cfg._no_file_note = f"no config file at {config_file}: sessions run on {model} ({why})"
+    return cfg
 
 
 def unknown_keys(cfg: Config) -> list[str]:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
 
 OFFLINE_MODEL_ID = "offline/default"
+
+
+def _false_is_off(value: Any) -> Any:
+    # YAML 1.1 reads a bare `off` (and `no`) as false: for a key whose values include "off",
+    # that is what the user wrote.
+    return "off" if value is False else value
 
 
 class Section(BaseModel):
@@ -48,6 +54,11 @@ class AgentConfig(Section):
 
 class SessionsConfig(Section):
     dir: str = ""
+    # An idle session (no turn, background task or events stream running) is let go after
+    # this long, its lock, transcript and pool with it; a later request loads it again.
+    idle_seconds: float = Field(default=300, gt=0)
+    # Sessions a front end keeps open at most: beyond it the least recently used idle one goes.
+    max_open: int = Field(default=64, ge=1)
 
 
 class PromptsConfig(Section):
@@ -82,11 +93,16 @@ class SubagentsConfig(Section):
 
 
 class AcpConfig(Section):
-    memory_run_updates: Literal["session_update", "ext_notification", "off"] = "session_update"
+    memory_run_updates: Annotated[
+        Literal["session_update", "ext_notification", "off"], BeforeValidator(_false_is_off)
+    ] = "session_update"
 
 
 class LoggingConfig(Section):
-    level: Literal["debug", "info", "warning", "error"] = "info"
+    level: Annotated[
+        Literal["debug", "info", "warning", "error"],
+        BeforeValidator(lambda v: "warning" if isinstance(v, str) and v.lower() == "warn" else v),
+    ] = "info"
     to_file: bool = False
 
 
@@ -123,6 +139,14 @@ class MemoryConfig(Section):
     # Search indexes kept open, each a SQLite connection and an inotify descriptor; the least
     # recently searched root's is closed past this.
     index_max_roots: int = Field(default=16, ge=1)
+    # `<cwd>/memory` linking outside the cwd (a cloned repository can ship such a link) is
+    # refused unless allowed; YAML's `false` means refuse.
+    project_root_symlinks: Literal["refuse", "allow"] = "refuse"
+
+    @field_validator("project_root_symlinks", mode="before")
+    @classmethod
+    def _false_refuses(cls, value: object) -> object:
+        return "refuse" if value is False else value
 
 
 class HookCommand(Section):
@@ -178,10 +202,23 @@ class Config(Section):
     # <cwd>/.acp-memory/hooks.yaml runs too: a checked-out repository then runs its commands.
     hooks_allow_project: bool = False
 
+    # Set by the loader when there is no config file: the line the first session logs,
+    # naming the model picked from the keys in the environment.
+    _no_file_note: str = PrivateAttr(default="")
+
     def model_ids(self) -> list[str]:
-        """Every selectable model id; the built-in offline model is always among them."""
+        """Every selectable model id: the configured ones (models, then agent.model), else
+        the built-in offline model alone."""
         ids = [m.model for m in self.models]
-        return ids if OFFLINE_MODEL_ID in ids else [*ids, OFFLINE_MODEL_ID]
+        if self.agent.model and self.agent.model not in ids:
+            ids.append(self.agent.model)
+        return ids or [OFFLINE_MODEL_ID]
+
+    def take_no_file_note(self) -> str:
+        """The line naming the model picked with no config file, once (the first session
+        logs it); "" when there is a config file."""
+        note, self._no_file_note = self._no_file_note, ""
+        return note
 
     def default_model_id(self) -> str:
         """agent.model, else the first configured model, else the offline model."""

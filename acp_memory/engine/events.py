@@ -15,6 +15,12 @@ class AgentText:
 
 
 @dataclass(frozen=True)
+class PromptBlocked(AgentText):
+    """The agent's message when a UserPromptSubmit hook blocked the prompt: the text names
+    the hook and its reason (a surface that reports it apart, as print mode does, can tell)."""
+
+
+@dataclass(frozen=True)
 class AgentThought:
     text: str
 

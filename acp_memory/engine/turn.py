@@ -15,6 +15,7 @@ from acp_memory.engine.events import (
     AgentText,
     AgentThought,
     Emit,
+    PromptBlocked,
     ToolCallFinished,
     ToolCallProgress,
     ToolCallStarted,
@@ -156,7 +157,7 @@ class TurnEngine:
         hooks = setup.hooks
         if hooks is not None and (blocked := await hooks.prompt_submitted(user_text)):
             # Refused before it is recorded: no transcript entry, no model call, no memory run.
-            await emit(AgentText(blocked))
+            await emit(PromptBlocked(blocked))
             return "refusal"
         await session.append(TranscriptMessage(role="user", content=user_text))
         await setup.context.begin()
@@ -257,7 +258,7 @@ class TurnEngine:
                 blocked = await hooks.pre_tool(name, args) if hooks is not None else None
                 try:
                     if blocked is not None:
-                        text = f"Error: a PreToolUse hook blocked this call: {blocked}"
+                        text = f"Error: {blocked}"
                         result = ToolResult(text, is_error=True)
                     else:
                         result = await tools.run(prepared, ctx)

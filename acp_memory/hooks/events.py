@@ -42,7 +42,8 @@ class Subagent:
 
 @dataclass
 class Outcome:
-    """What the hooks of one event said: a block's reason, and the plain stdout of the rest."""
+    """What the hooks of one event said: a block's line (each blocking hook and its reason),
+    and the plain stdout of the rest."""
 
     blocked: str | None = None
     output: list[str] = field(default_factory=list)
@@ -67,15 +68,15 @@ class SessionHooks:
         return (await self.fire("SessionStart", {"source": source})).output
 
     async def prompt_submitted(self, prompt: str) -> str | None:
-        """UserPromptSubmit: the reason when a hook blocks the prompt, else None (what the
-        hooks printed joins this turn's context)."""
+        """UserPromptSubmit: `blocked by UserPromptSubmit hook '<command>': <reason>` when a
+        hook blocks the prompt, else None (what the hooks printed joins this turn's context)."""
         outcome = await self.fire("UserPromptSubmit", {"prompt": prompt})
         if outcome.blocked is None:
             self.context += outcome.output
         return outcome.blocked
 
     async def pre_tool(self, tool_name: str, tool_input: Any) -> str | None:
-        """PreToolUse: the reason when a hook blocks the call, else None."""
+        """PreToolUse: the line naming the hook and its reason when it blocks the call."""
         fields = {"tool_name": tool_name, "tool_input": tool_input}
         return (await self.fire("PreToolUse", fields, tool_name)).blocked
 
@@ -139,9 +140,10 @@ def _read(event: str, run: HookRun, outcome: Outcome) -> str | None:
     decision = _decision(run.stdout) if run.exit_code == 0 else None
     if run.exit_code == BLOCK or decision is not None:
         reason = (run.stderr if run.exit_code == BLOCK else decision or "").strip()
-        reason = reason or f"blocked by the {shown}"
+        reason = reason or "no reason given"
         if event in CAN_BLOCK:
-            return reason
+            # Named, so that whoever reads it knows which of their hooks to look at.
+            return f"blocked by {shown}: {reason}"
         log.warning("%s asked to block, which %s cannot; ignored: %s", shown, event, reason)
         return None
     if run.timed_out:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +24,16 @@ from acp_memory.httpserver.errors import ApiError
 from acp_memory.httpserver.events import EventHub
 from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
+from acp_memory.llm.usage import UsageMeter
 from acp_memory.memory.store import MemoryStore
 from acp_memory.modes import MODES, unknown_mode
 from acp_memory.oserror import os_error_text
 from acp_memory.sessions.lock import BundleBusy
+from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.runner import SessionRunner
 from acp_memory.sessions.store import BundleError, Session, SessionNotFound
 from acp_memory.sessions.table import (
     ReadOnlySession,
-    SessionTable,
     SessionUnsaved,
     Stopping,
     TurnRunning,
@@ -52,14 +53,16 @@ class HttpAgent:
         self.paths = runner.paths
         self.store = runner.store
         self.events = EventHub()
-        self.table = SessionTable(self.store)
+        # An events stream being read keeps its session open, as a turn or a task does.
+        self.table = runner.session_table(in_use=self.events.watched)
         self._owner: TaskGroup | None = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[HttpAgent]:
-        """Own the turns that outlive their request (streamed answers) until the block ends;
-        then every turn is cancelled and every events stream ends."""
-        async with anyio.create_task_group() as tg:
+        """Own the turns that outlive their request (streamed answers), and the timer that lets
+        idle sessions go, until the block ends; then every turn is cancelled and every events
+        stream ends."""
+        async with anyio.create_task_group() as tg, self.table.releasing():
             self._owner = tg
             try:
                 yield self
@@ -80,12 +83,18 @@ class HttpAgent:
 
     def close(self) -> None:
         """Stop the sessions' background work and release their bundles."""
-        self.table.close(self.runner.close_pool)
+        self.table.close()
 
     # -- sessions ------------------------------------------------------------------------------
 
-    async def create(self, cwd: str, mode: str = "agent", model: str | None = None) -> Session:
-        """A new session in the folder cwd."""
+    async def create(
+        self,
+        cwd: str,
+        mode: str = "agent",
+        model: str | None = None,
+        messages: Sequence[TranscriptMessage] = (),
+    ) -> Session:
+        """A new session in the folder cwd, starting from `messages` (an earlier conversation)."""
         if not Path(cwd).is_absolute():
             raise ApiError(400, f"cwd: must be an absolute path, got {cwd!r}")
         if not await anyio.Path(cwd).is_dir():
@@ -94,7 +103,9 @@ class HttpAgent:
         if model is not None:
             self.check_model(model)
         try:
-            session = await self.runner.create_session(cwd, model_id=model, mode=mode)
+            session = await self.runner.create_session(
+                cwd, model_id=model, mode=mode, messages=messages
+            )
         except OSError as exc:
             raise ApiError(500, f"cannot create the session: {os_error_text(exc)}") from None
         return self.table.add(session)
@@ -188,10 +199,16 @@ class HttpAgent:
             self.release(session)
 
     async def run_turn(
-        self, session: Session, text: str, scope: anyio.CancelScope, on_event: OnEvent | None = None
+        self,
+        session: Session,
+        text: str,
+        scope: anyio.CancelScope,
+        on_event: OnEvent | None = None,
+        meter: UsageMeter | None = None,
     ) -> StopReason:
         """One user turn of a claimed session, inside `scope` (which cancel() cancels). Its
-        updates, memory_run included, go to the session's events stream and to on_event."""
+        updates, memory_run included, go to the session's events stream and to on_event;
+        meter counts its model calls' tokens."""
 
         async def emit(event: TurnEvent) -> None:
             self.events.publish(session.id, event_update(event))
@@ -205,7 +222,7 @@ class HttpAgent:
         try:
             with scope, _writes(session):
                 stop = await self.runner.run_turn(
-                    session, text, emit, notify_memory=notify_memory
+                    session, text, emit, notify_memory=notify_memory, meter=meter
                 )
         except UnknownModelError as exc:
             raise ApiError(400, str(exc)) from None

@@ -54,6 +54,14 @@ class EventHub:
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._drop(session_id, send)  # the reader went away
 
+    def watched(self, session_id: str) -> bool:
+        """Whether a client reads the session's stream now (its session is in use); readers
+        that went away are dropped here, as a publish would."""
+        for send in list(self._readers.get(session_id, ())):
+            if send.statistics().open_receive_streams == 0:
+                self._drop(session_id, send)
+        return session_id in self._readers
+
     def end(self, session_id: str) -> None:
         """End the session's streams (it was deleted)."""
         for send in self._readers.pop(session_id, set()):

@@ -3,15 +3,18 @@ task records, which are meta.json as it is (snake_case, as the reference agent w
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from acp_memory.camel import CamelModel
 from acp_memory.engine.turn import StopReason
 from acp_memory.modes import Mode
 
 Root = Literal["global", "workspace"]
+# What a request may name a root: the tools' `project` is taken as `workspace`, the word
+# every answer uses.
+RootIn = Annotated[Root, BeforeValidator(lambda v: "workspace" if v == "project" else v)]
 
 
 class Request(CamelModel):
@@ -116,13 +119,13 @@ class MemoryTree(CamelModel):
 
 
 class NoteBody(Request):
-    root: Root
+    root: RootIn
     path: str
     content: str
 
 
 class DirBody(Request):
-    root: Root
+    root: RootIn
     path: str
 
 
@@ -197,14 +200,29 @@ class ChatMessage(BaseModel):
         return self.content or ""
 
 
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = False
+
+
 class ChatCompletionRequest(BaseModel):
     """OpenAI's body; keys this agent has no use for (temperature, tools, ...) are ignored."""
 
     model_config = ConfigDict(extra="allow")
 
     model: str = Field(description="the mode: agent, plan or ask")
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(
+        min_length=1,
+        description=(
+            "the last user message is the turn; without X-Coddy-Session-Id the earlier user "
+            "and assistant messages are the conversation before it (system ones are ignored)"
+        ),
+    )
     stream: bool = False
+    stream_options: StreamOptions | None = Field(
+        default=None, description="include_usage: a last chunk carries the usage"
+    )
     metadata: dict[str, Any] | None = Field(
         default=None, description='{"model": a configured model id} picks the model'
     )
@@ -216,9 +234,18 @@ class ChatChoice(BaseModel):
     finish_reason: str
 
 
+class ChatUsage(BaseModel):
+    """The tokens of the turn's own model calls (a memory run's are not counted)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
 class ChatCompletion(BaseModel):
     id: str
     object: Literal["chat.completion"] = "chat.completion"
     created: int
     model: str
     choices: list[ChatChoice]
+    usage: ChatUsage

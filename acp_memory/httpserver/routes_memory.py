@@ -1,11 +1,13 @@
 """/coddy/sessions/{id}/memory: the session's two note roots as a tree, with the tools' path
 rules, size limit and secret redaction (the same MemoryStore does the work).
 
-The roots are `global` and `workspace` here (the tools' `global:` and `project:`).
+The roots are `global` and `workspace` here (the tools' `global:` and `project:`, which a
+request may use too); a project root the config refuses (a link out of the workspace) is absent.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, TypeVar
@@ -23,6 +25,7 @@ from acp_memory.httpserver.models import (
     MemoryTree,
     NoteBody,
     Root,
+    RootIn,
     RootInfo,
     TreeEntry,
 )
@@ -32,9 +35,10 @@ from acp_memory.memory.roots import Location
 from acp_memory.memory.store import MemoryStore, NoteError
 
 SCOPES: dict[str, str] = {"global": "global", "workspace": "project"}
+_PROJECT_PATH = re.compile(r"(?<![\w:.])project:")  # the store's name of a workspace path
 T = TypeVar("T")
 
-RootQuery = Annotated[Root, Query(description="global or workspace")]
+RootQuery = Annotated[RootIn, Query(description="global or workspace (project is workspace)")]
 PathQuery = Annotated[str, Query(description="relative to the root; '' is the root itself")]
 
 
@@ -48,11 +52,11 @@ def memory_routes(agent: HttpAgent) -> APIRouter:
         try:
             return await anyio.to_thread.run_sync(work, store)
         except NoteError as exc:
-            raise ApiError(400, str(exc)) from None
+            raise ApiError(400, api_words(str(exc))) from None
 
     @router.get("/tree", response_model_exclude_none=True)
     async def tree(
-        session_id: SessionId, root: Annotated[Root | None, Query()] = None, path: PathQuery = ""
+        session_id: SessionId, root: Annotated[RootIn | None, Query()] = None, path: PathQuery = ""
     ) -> MemoryTree:
         """Without `root`, the two roots; with it, one level of a folder (.md and .txt notes
         and subfolders)."""
@@ -92,6 +96,7 @@ def _tree(store: MemoryStore, root: Root | None, path: str) -> MemoryTree:
             roots=[
                 RootInfo(root=name, dir=str(roots.root_of(scope)))  # type: ignore[arg-type]
                 for name, scope in SCOPES.items()
+                if scope in roots.scopes()
             ]
         )
     loc, entries = store.list_dir(_address(root, path))
@@ -130,7 +135,7 @@ def _write(store: MemoryStore, body: NoteBody) -> MemoryFile:
         too_big = len(body.content.encode("utf-8")) > limit or (
             len(redact(body.content).text.encode("utf-8")) > limit
         )
-        raise ApiError(413 if too_big else 400, str(exc)) from None
+        raise ApiError(413 if too_big else 400, api_words(str(exc))) from None
     loc = store.note_location(result.path)
     return MemoryFile(
         root=body.root,
@@ -153,6 +158,11 @@ def _delete(store: MemoryStore, root: Root, path: str) -> MemoryDelete:
 def _mkdir(store: MemoryStore, root: Root, path: str) -> MemoryDir:
     loc, created = store.mkdir(_address(root, path))
     return MemoryDir(root=root, path=loc.rel, created=created)
+
+
+def api_words(message: str) -> str:
+    """A store message as this API says it: `project:notes/x.md` is `workspace:notes/x.md`."""
+    return _PROJECT_PATH.sub("workspace:", message)
 
 
 def _address(root: Root, path: str) -> str:

@@ -1,9 +1,10 @@
 """/v1: the agent as an OpenAI-compatible model, so any OpenAI client library can drive it.
 
 The model id is the mode (agent, plan, ask); `metadata.model` picks a configured model. The
-last user message is the turn; the session keeps the history, so earlier messages in the body
-are not replayed. The session id comes back in the X-Coddy-Session-ID header, and a request
-carrying that header continues the session.
+last user message is the turn. Without the X-Coddy-Session-Id header the body is the whole
+conversation, as OpenAI clients send it: its earlier user and assistant messages start a new
+session's transcript (system messages are ignored: the session has its own). With the header
+the session's own history is the conversation. The session id comes back in that header.
 """
 
 from __future__ import annotations
@@ -30,13 +31,20 @@ from acp_memory.httpserver.models import (
     ChatChoice,
     ChatCompletion,
     ChatCompletionRequest,
+    ChatUsage,
     OpenAIModel,
     OpenAIModelList,
 )
+from acp_memory.llm.usage import UsageMeter
 from acp_memory.modes import MODES
+from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import Session
 
-SESSION_HEADER = "X-Coddy-Session-ID"
+# Go's canonical casing, as the reference agent sends it: its clients look the name up in a
+# case-sensitive dict (HTTP names are case-insensitive; a request may use any casing).
+SESSION_HEADER = "X-Coddy-Session-Id"
+# Messages of another agent's tool loop: this agent runs its own tools, never the client's.
+TOOL_ROLES = ("tool", "function")
 FINISH_REASONS: dict[StopReason, str] = {
     "end_turn": "stop",
     "max_tokens": "length",
@@ -69,7 +77,7 @@ def openai_routes(agent: HttpAgent) -> APIRouter:
         ] = None,
     ) -> Response:
         """One turn; `stream: true` answers with chat.completion.chunk events."""
-        text = _last_user_text(body)
+        text, earlier = _turn(body, new_session=not x_coddy_session_id)
         mode = body.model
         agent.check_mode(mode)
         model = (body.metadata or {}).get("model")
@@ -78,23 +86,25 @@ def openai_routes(agent: HttpAgent) -> APIRouter:
                 raise ApiError(400, "metadata.model: must be a model id (a string)")
             # Here, not when the turn starts: a streamed answer has sent its 200 by then.
             agent.check_model(model)
-        session = await _session(agent, x_coddy_session_id, mode, model)
-        headers = {SESSION_HEADER: session.id}
+        session = await _session(agent, x_coddy_session_id, mode, model, earlier)
         completion_id = "chatcmpl-" + secrets.token_hex(12)
         created = int(time.time())
         if body.stream:
             base = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
                     "model": mode}
-            frames = _streamed(agent, session, base, text, model)
-            return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+            usage = body.stream_options is not None and body.stream_options.include_usage
+            frames = _streamed(agent, session, base, text, model, usage)
+            streamed = StreamingResponse(frames, media_type="text/event-stream")
+            return _with_session(streamed, session)
         reply = Reply()
+        meter = UsageMeter()
 
         async def collect(event: TurnEvent) -> None:
             reply.add(event)
 
         with agent.claimed(session) as scope:
             await agent.configure(session, mode, model)
-            stop = await agent.run_turn(session, text, scope, collect)
+            stop = await agent.run_turn(session, text, scope, collect, meter)
         completion = ChatCompletion(
             id=completion_id,
             created=created,
@@ -105,22 +115,45 @@ def openai_routes(agent: HttpAgent) -> APIRouter:
                     finish_reason=FINISH_REASONS[stop],
                 )
             ],
+            usage=_usage(meter),
         )
-        return JSONResponse(completion.model_dump(mode="json"), headers=headers)
+        return _with_session(JSONResponse(completion.model_dump(mode="json")), session)
 
     return router
 
 
+def _with_session(response: Response, session: Session) -> Response:
+    """The response, naming its session in SESSION_HEADER's exact casing."""
+    # Appended as bytes: Starlette lower-cases the names it is given, and h11 sends these as
+    # they are.
+    response.raw_headers.append((SESSION_HEADER.encode(), session.id.encode()))
+    return response
+
+
+def _usage(meter: UsageMeter) -> ChatUsage:
+    return ChatUsage(
+        prompt_tokens=meter.input_tokens,
+        completion_tokens=meter.output_tokens,
+        total_tokens=meter.input_tokens + meter.output_tokens,
+    )
+
+
 def _streamed(
-    agent: HttpAgent, session: Session, base: dict[str, Any], text: str, model: str | None
+    agent: HttpAgent,
+    session: Session,
+    base: dict[str, Any],
+    text: str,
+    model: str | None,
+    usage: bool,
 ) -> AsyncIterator[bytes]:
     """Claim the session (409 now, before any byte goes out) and start its turn in the
-    agent's task group; the frames it makes, for the response to send."""
+    agent's task group; the frames it makes, for the response to send (with `usage`, a
+    last chunk carries the turn's tokens, as OpenAI's stream_options.include_usage asks)."""
     scope = agent.claim(session)
     # Unbounded: the turn never waits on the client, and its output is bounded.
     send, receive = anyio.create_memory_object_stream[bytes](math.inf)
-    agent.owner.start_soon(_Stream(agent, session, scope, send, base).run, text, base["model"],
-                           model)
+    stream = _Stream(agent, session, scope, send, base, usage)
+    agent.owner.start_soon(stream.run, text, base["model"], model)
 
     async def frames() -> AsyncIterator[bytes]:
         try:
@@ -143,13 +176,16 @@ class _Stream:
         scope: anyio.CancelScope,
         send: MemoryObjectSendStream[bytes],
         base: dict[str, Any],
+        usage: bool,
     ) -> None:
         self.agent = agent
         self.session = session
         self.scope = scope
         self.send = send
         self.base = base
+        self.usage = usage
         self.reply = Reply()
+        self.meter = UsageMeter()
 
     async def run(self, text: str, mode: str, model: str | None) -> None:
         """The turn of a claimed session, released when it ends."""
@@ -159,10 +195,15 @@ class _Stream:
                 try:
                     await self._chunk({"role": "assistant", "content": ""})
                     await agent.configure(session, mode, model)
-                    stop = await agent.run_turn(session, text, self.scope, self._on_event)
+                    stop = await agent.run_turn(
+                        session, text, self.scope, self._on_event, self.meter
+                    )
                 finally:
                     agent.release(session)
                 await self._chunk({}, FINISH_REASONS[stop])
+                if self.usage:
+                    usage = _usage(self.meter).model_dump()
+                    await self._frame({**self.base, "choices": [], "usage": usage})
                 await self._send(DONE)
             except ApiError as exc:
                 await self._frame(error_body(exc.status, exc.message))
@@ -191,20 +232,46 @@ class _Stream:
             self.scope.cancel()  # the client went away: its turn ends too
 
 
-def _last_user_text(body: ChatCompletionRequest) -> str:
-    for message in reversed(body.messages):
+def _turn(
+    body: ChatCompletionRequest, *, new_session: bool
+) -> tuple[str, list[TranscriptMessage]]:
+    """The turn's text (the last user message) and, for a new session, the conversation
+    before it: its user and assistant messages that hold text."""
+    messages = body.messages
+    last = next((i for i in reversed(range(len(messages))) if messages[i].role == "user"), None)
+    if last is None:
+        raise ApiError(400, "messages: no user message; the last one is the turn")
+    text = messages[last].text()
+    if not text.strip():
+        raise ApiError(400, "messages: the last user message has no text")
+    if not new_session:
+        return text, []
+    earlier: list[TranscriptMessage] = []
+    for index, message in enumerate(messages):
+        if message.role in TOOL_ROLES:
+            raise ApiError(
+                400,
+                f"messages[{index}]: a {message.role!r} message cannot be replayed: this agent "
+                "runs its own tools, so a conversation is user and assistant text",
+            )
+        if index >= last or not message.text().strip():
+            continue
         if message.role == "user":
-            text = message.text()
-            if not text.strip():
-                raise ApiError(400, "messages: the last user message has no text")
-            return text
-    raise ApiError(400, "messages: no user message; the last one is the turn")
+            earlier.append(TranscriptMessage(role="user", content=message.text()))
+        elif message.role == "assistant":
+            earlier.append(TranscriptMessage(role="assistant", content=message.text()))
+    return text, earlier
 
 
 async def _session(
-    agent: HttpAgent, session_id: str | None, mode: str, model: str | None
+    agent: HttpAgent,
+    session_id: str | None,
+    mode: str,
+    model: str | None,
+    earlier: list[TranscriptMessage],
 ) -> Session:
-    """The session the header names, else a new one in the server's working directory."""
+    """The session the header names, else a new one in the server's working directory that
+    starts from the `earlier` conversation."""
     if session_id:
         return await agent.writable(session_id)
-    return await agent.create(str(agent.paths.cwd), mode, model)
+    return await agent.create(str(agent.paths.cwd), mode, model, earlier)

@@ -12,8 +12,8 @@ from pydantic import Field
 from acp_memory.camel import CamelModel
 from acp_memory.httpserver.agent import HttpAgent
 from acp_memory.httpserver.errors import ApiError
-from acp_memory.httpserver.models import Root
-from acp_memory.httpserver.routes_memory import SCOPES
+from acp_memory.httpserver.models import Root, RootIn
+from acp_memory.httpserver.routes_memory import SCOPES, api_words
 from acp_memory.httpserver.routes_sessions import SessionId
 from acp_memory.memory.search import Hit, marked
 from acp_memory.memory.store import MemoryStore, NoteError
@@ -47,7 +47,7 @@ def search_routes(agent: HttpAgent) -> APIRouter:
     async def search(
         session_id: SessionId,
         q: Annotated[str, Query(min_length=1, max_length=1000, description="words, identifiers")],
-        root: Annotated[Root | None, Query(description="one root; both without it")] = None,
+        root: Annotated[RootIn | None, Query(description="one root; both without it")] = None,
         limit: Annotated[int, Query(ge=1, le=100)] = 20,
     ) -> MemorySearch:
         """Notes of the session's roots ranked by the words they share with `q` (paths count),
@@ -58,7 +58,7 @@ def search_routes(agent: HttpAgent) -> APIRouter:
         try:
             hits = await anyio.to_thread.run_sync(_search, store, q, scope, limit)
         except NoteError as exc:
-            raise ApiError(400, str(exc)) from None
+            raise ApiError(400, api_words(str(exc))) from None
         return MemorySearch(query=q, hits=hits)
 
     return router

@@ -226,6 +226,24 @@ _SKIP = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
+# Evident intent: a message meant to last that gives no order ("… this fact should be
+# remembered for future sessions"). A clause saying only that is dropped from the saved
+# sentence (the rest kept verbatim); a rule's own adverb ("from now on") stays in it.
+_LASTING = re.compile(
+    r"\bshould\s+be\s+(?:remembered|kept)\b|\bfor\s+(?:all\s+)?future\s+sessions\b"
+    r"|\bkeep\s+(?:this|it|that)\s+in\s+(?:mind|memory)\b|\bfor\s+later\b"
+    r"|\bна\s+будущее\b|\bдля\s+будущих\s+сесси\w*",
+    re.IGNORECASE,
+)
+_RULE = re.compile(r"\bfrom\s+now\s+on\b|\bgoing\s+forward\b|\bвпредь\b|\bотныне\b", re.IGNORECASE)
+_CLAUSE_BREAK = re.compile(r"[,;:—–()]")
+# The words a clause that only asks for remembering is made of.
+_ASKING_WORDS = frozenset(
+    """a all be fact facts for future in info information it keep kept know later memory
+    mind please remember remembered session sessions should that the these this
+    будущее будущих для запомнить знать на надо нужно помнить пожалуйста сессии сессий
+    следует сохранить это этот эта""".split()
+)
 _EXTRA_STOPWORDS = frozenset(
     """about also any anything can could did don know like me memory memories note notes
     please recall remember should something tell us would
@@ -335,7 +353,49 @@ def persist_intent(task: str) -> Intent | None:
         named = _PROJECT.search(task) is not None
         scope = "project" if named else ("global" if action == "save" else "both")
         return Intent(action, fact, scope)
+    lasting = _lasting_fact(sentences)
+    if lasting is None:
+        return None
+    return Intent("save", lasting, "project" if _PROJECT.search(task) else "global")
+
+
+def _lasting_fact(sentences: list[str]) -> str | None:
+    """The fact of the first sentence whose evident intent is to last (see _LASTING)."""
+    for i, sentence in enumerate(sentences):
+        if sentence.endswith("?"):
+            continue
+        match = _LASTING.search(sentence)
+        if match is None:
+            if _RULE.search(sentence):
+                return sentence
+            continue
+        fact = _without_asking_clause(sentence, match)
+        if not _words(fact):
+            # "This should be remembered for future sessions." after (or before) the fact.
+            near = [s for s in (sentences[i - 1 : i] + sentences[i + 1 : i + 2]) if _words(s)]
+            fact = next((s for s in near if not s.endswith("?")), "")
+        if _words(fact):
+            return fact[0].upper() + fact[1:]
     return None
+
+
+def _without_asking_clause(sentence: str, match: re.Match[str]) -> str:
+    """The sentence without the clause around `match` when that clause only asks for
+    remembering; the whole sentence otherwise."""
+    breaks = [m.start() for m in _CLAUSE_BREAK.finditer(sentence)]
+    start = max((b for b in breaks if b < match.start()), default=-1)
+    end = min((b for b in breaks if b >= match.end()), default=len(sentence))
+    clause = sentence[start + 1 : end]
+    if any(w.lower() not in _ASKING_WORDS for w in _words(clause)):
+        return sentence
+    before = sentence[: max(start, 0)].rstrip(" ,;:—–(")
+    after = sentence[end + 1 :].strip(" ,;:—–)")
+    before, after = (part if _words(part) else "" for part in (before, after))
+    ending = sentence[-1] if sentence[-1] in ".!…" else ""
+    if before and after:
+        return f"{before}, {after}"
+    fact = before or after
+    return fact + ending if fact and not fact.endswith((".", "!", "…")) else fact
 
 
 def keywords(text: str, limit: int = 8) -> list[str]:

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the store pulls in SQLite and the stemmers: load it only to run `notes`
     from acp_memory.config import Config, Paths
-    from acp_memory.memory.search import Hit
+    from acp_memory.memory.search import Hits
     from acp_memory.memory.store import MemoryStore
 
 NOTES_DESCRIPTION = (
     "Browse, search and edit the long-term notes the agent keeps: the global notes in "
     "<home>/memory (or memory.dir) and the project notes in <cwd>/memory. A path is "
-    "scope:relative/path with scope global or project, e.g. global:prefs.md or "
-    "project:api/auth.md; `global:` alone is the root. Writes follow the agent's rules: "
-    "secrets are redacted, the size limit holds, and a save is atomic."
+    "scope:relative/path with scope global or project (or workspace, as HTTP calls it), e.g. "
+    "global:prefs.md or project:api/auth.md; `global:` alone is the root. Writes follow the "
+    "agent's rules: secrets are redacted, the size limit holds, and a save is atomic."
 )
 _PATH_FORM = "scope:path, e.g. global:prefs.md or project:api/auth.md"
 _ACTIONS = {
@@ -71,8 +71,9 @@ def add_notes_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="words or an identifier; '-' reads queries from stdin, one per line, and answers "
              "each in turn (for scripts)",
     )
-    se.add_argument("--scope", choices=["global", "project", "both"], default="both",
-                    help="which notes to search (default both)")
+    se.add_argument("--scope", choices=["global", "project", "workspace", "both"],
+                    default="both",
+                    help="which notes to search (default both; workspace is project)")
     se.add_argument("--limit", type=int, default=None, help="hits (default memory.max_search_hits)")
     se.add_argument("--json", action="store_true",
                     help="print a JSON array of {path, score, snippet}, one line per query")
@@ -88,12 +89,16 @@ def add_notes_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
-    """Run one notes action; refusals print one line on stderr and exit 1."""
+    """Run one notes action; refusals print one line on stderr and exit 1. A reader of
+    stdout that leaves early (`notes list | head -1`) misses the rest, nothing more."""
     from acp_memory.memory.roots import MemoryPathError
     from acp_memory.memory.store import MemoryStore, NoteError
+    from acp_memory.stdout import Stdout
 
     action = getattr(args, "notes_action", None) or "list"
-    with MemoryStore.from_config(cfg, paths) as store:
+    with MemoryStore.from_config(cfg, paths) as store, contextlib.redirect_stdout(
+        Stdout(sys.stdout)
+    ):
         try:
             if action == "list":
                 return _list(store, getattr(args, "path", None))
@@ -135,7 +140,11 @@ def _list(store: MemoryStore, path: str | None) -> int:
 
 
 def _search(store: MemoryStore, args: argparse.Namespace, default_limit: int) -> int:
+    from acp_memory.memory.index import Ranked
+
     limit = args.limit if args.limit is not None else default_limit
+    if limit < 1:
+        return _fail("--limit must be at least 1", 2)
     if args.query != "-":
         _print_hits(store, args, args.query, store.search(args.query, args.scope, limit))
         return 0
@@ -143,18 +152,20 @@ def _search(store: MemoryStore, args: argparse.Namespace, default_limit: int) ->
     # order as soon as it is read (a blank line gets an empty answer).
     for line in sys.stdin:
         query = line.rstrip("\n")
-        hits = store.search(query, args.scope, limit) if query.strip() else []
+        hits = store.search(query, args.scope, limit) if query.strip() else Ranked()
         _print_hits(store, args, query, hits)
     return 0
 
 
-def _print_hits(store: MemoryStore, args: argparse.Namespace, query: str, hits: list[Hit]) -> None:
+def _print_hits(store: MemoryStore, args: argparse.Namespace, query: str, hits: Hits) -> None:
+    from acp_memory.memory.roots import scope_name
     from acp_memory.memory.tools import format_hits
 
     if args.json:
         print(json.dumps([h.as_json() for h in hits], ensure_ascii=False), flush=True)
     else:
-        where = " and ".join(store.roots.scopes()) if args.scope == "both" else args.scope
+        scope = scope_name(args.scope)
+        where = " and ".join(store.roots.scopes()) if scope == "both" else scope
         print(format_hits(query, hits, where), flush=True)
 
 

@@ -21,8 +21,9 @@ from acp_memory.memory.tools import format_save, run_note_work
 from acp_memory.tools.base import ToolContext, ToolKind, ToolResult
 
 TOOL_NAME = "memory"
-# The tool's scope names, and the store's.
-STORE_SCOPE = {"workspace": "project", "global": "global"}
+# The tool's scope names (input also takes the store's `project`), and the store's.
+STORE_SCOPE = {"workspace": "project", "global": "global", "project": "project"}
+TOOL_SCOPE = {"project": "workspace", "global": "global"}  # how results name a store scope
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
@@ -114,8 +115,8 @@ class DirectMemoryTool:
             raise NoteError('give either content (to save) or delete: "true", not both')
         if not delete and content is None:
             raise NoteError('give content to save the note, or delete: "true" to delete it')
-        shown = f"{scope}:{name}"
         target = f"{STORE_SCOPE[scope]}:{name}"
+        shown = f"{TOOL_SCOPE[STORE_SCOPE[scope]]}:{name}"
         with MemoryStore.from_config(self.cfg, self.paths, cwd) as store:
             try:
                 if delete:

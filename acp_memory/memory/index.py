@@ -18,11 +18,11 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
 from acp_memory.memory.analyze import Query, analyze, document_terms, tokens
 from acp_memory.memory.roots import is_note_name
@@ -47,6 +47,15 @@ CREATE VIRTUAL TABLE fts USING fts5(path, exact, stems,
 """
 
 Stat = tuple[int, int, int]
+T = TypeVar("T")
+
+
+class Ranked(list[T]):
+    """Results best first, and `total`: how many matched before a limit cut the list."""
+
+    def __init__(self, items: Iterable[T] = (), total: int = 0) -> None:
+        super().__init__(items)
+        self.total = max(total, len(self))
 
 
 @dataclass(frozen=True)
@@ -273,8 +282,9 @@ class RootIndex:
 
     # -- querying ---------------------------------------------------------------------------
 
-    def candidates(self, query: Query, limit: int) -> list[Candidate]:
-        """The best notes of the first tier that has any: exact identifier, every word, any word."""
+    def candidates(self, query: Query, limit: int) -> Ranked[Candidate]:
+        """The best notes of the first tier that has any (exact identifier, every word, any
+        word), and how many notes that tier matched in all."""
         any_word = "(" + " OR ".join(map(_quote, query.terms)) + ")"
         # Each tier is one MATCH expression over the same phrases, so BM25 scores stay
         # comparable; AND lets FTS5 intersect posting lists instead of scoring every match.
@@ -290,10 +300,12 @@ class RootIndex:
             f"SELECT f.path, -{_WEIGHTS} FROM fts JOIN files f ON f.id = fts.rowid "
             f"WHERE fts MATCH ? ORDER BY {_WEIGHTS} LIMIT ?"
         )
+        count = "SELECT count(*) FROM fts JOIN files f ON f.id = fts.rowid WHERE fts MATCH ?"
         # Tier numbers: 0 exact identifier, 1 every word, 2 any word (absent tiers skipped).
         numbers = [t for t, present in enumerate([bool(query.identifiers),
                                                    len(query.groups) > 1, True]) if present]
         found: dict[str, Candidate] = {}
+        total = 0
         with self._lock:
             for tier, expression in zip(numbers, tiers, strict=True):
                 for path, score in self._db.execute(sql, (expression, limit)):
@@ -302,8 +314,12 @@ class RootIndex:
                     # Like a web search engine: notes holding every word (or the identifier)
                     # answer the query; any-word matches are the fallback when none do.
                     # Scoring every partial match is also the slow part (bench/search.py).
+                    total = len(found)
+                    if total >= limit:  # cut by the limit: count the rest, without scoring
+                        (total,) = self._db.execute(count, (expression,)).fetchone()
                     break
-        return sorted(found.values(), key=lambda c: (c.tier, -c.score, c.rel))[:limit]
+        best = sorted(found.values(), key=lambda c: (c.tier, -c.score, c.rel))[:limit]
+        return Ranked(best, total)
 
 
 @dataclass
@@ -355,7 +371,7 @@ class SearchIndexes(ClosedOnExit):
         with self._lock:
             return list(self._open)
 
-    def candidates(self, root: Path, query: Query, limit: int) -> list[Candidate]:
+    def candidates(self, root: Path, query: Query, limit: int) -> Ranked[Candidate]:
         """Bring the index of root up to date with its files, then query it."""
         with self._lease(root) as index:
             try:

@@ -48,7 +48,12 @@ def snapshot(roots: Roots) -> str:
     blocks = []
     for tag, scope in SCOPES:
         if scope in roots.scopes():
-            blocks.append(scope_block(tag, roots.join(scope, "")))
+            try:
+                root = roots.join(scope, "")
+            except MemoryPathError as exc:  # the project root became a link out just now
+                log.warning("inline memory: %s", exc)
+                continue
+            blocks.append(scope_block(tag, root))
     return "\n\n".join(blocks)
 
 

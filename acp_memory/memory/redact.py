@@ -2,16 +2,19 @@
 
 Redaction runs on every note write, in a worker thread that a cancelled tool call cannot
 abandon, so no input may make it slow: every pass over the text is linear in its length, and
-bench/redaction.py times each pass on adversarial shapes beside plain prose.
+bench/redaction.py times each pass on adversarial shapes beside plain prose. The files a
+memory run writes (its log, its child's transcript, its record) go through it too.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 MARK = "[REDACTED:{}]"
 
@@ -346,3 +349,55 @@ def redact(text: str) -> Redaction:
     for step in PASSES:
         text = step.apply(text, removed)
     return Redaction(text, removed)
+
+
+def redact_text(text: str) -> str:
+    """text with every secret-looking value replaced (what was removed is not kept)."""
+    return redact(text).text if text else text
+
+
+def redact_json(value: Any) -> Any:
+    """A JSON value with each of its strings redacted (keys are kept). A string that holds a
+    JSON document (a tool call's arguments) is redacted inside, so that it stays one."""
+    if isinstance(value, str):
+        if value[:1] in ("{", "["):
+            try:
+                inner = json.loads(value)
+            except ValueError:
+                return redact_text(value)
+            cleaned = redact_json(inner)
+            return value if cleaned == inner else json.dumps(cleaned, ensure_ascii=False)
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {key: redact_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redact_json(item) for item in value]
+    return value
+
+
+class RedactedStream:
+    """Text that arrives in pieces (a model's stream), redacted as it comes. Each piece is
+    held back to the end of its line, and a private key to its END line, so that a secret
+    split across two pieces is still whole when it is redacted."""
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        """The redacted text that may be written now (possibly "")."""
+        held = self._held + text
+        cut = held.rfind("\n") + 1
+        begin = held.rfind("-----BEGIN", 0, cut)
+        if begin >= 0 and "-----END" not in held[begin:]:
+            cut = held.rfind("\n", 0, begin) + 1  # the key's lines wait for its end
+        ready, self._held = held[:cut], held[cut:]
+        return redact_text(ready)
+
+    def flush(self) -> str:
+        """What is still held, redacted: the stream ended."""
+        rest, self._held = self._held, ""
+        return redact_text(rest)
+
+    def text(self, whole: str) -> str:
+        """A text that came whole, redacted (before it is cut for a log line)."""
+        return redact_text(whole)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import unicodedata
@@ -14,7 +15,11 @@ from acp_memory.config import Config, Paths
 from acp_memory.config.loader import expand
 from acp_memory.paths import resolves_inside
 
+log = logging.getLogger(__name__)
+
 SCOPES = ("global", "project")
+# HTTP, the web page and the inline tool call the project root `workspace`; input takes either.
+SCOPE_ALIASES = {"workspace": "project"}
 NOTE_SUFFIXES = (".md", ".txt")
 PATH_FORM = "scope:relative/path.md with scope global or project (e.g. global:notes/todo.md)"
 
@@ -61,16 +66,22 @@ class Location:
         return Location(self.scope, (*self.parts, name), self.root, self.path / name)
 
 
+def scope_name(name: str) -> str:
+    """The store's name for a scope given as input: `workspace` is `project`."""
+    return SCOPE_ALIASES.get(name, name)
+
+
 def split_scoped(text: str) -> tuple[str, str]:
     """Split `scope:rel` into its scope and relative part; a bare path is an error."""
     if not isinstance(text, str) or not text.strip():
         raise MemoryPathError(f"a path is required, in the form {PATH_FORM}")
     text = text.strip()
-    if text in SCOPES:
-        return text, ""
-    scope, sep, rel = text.partition(":")
+    if scope_name(text) in SCOPES:
+        return scope_name(text), ""
+    named, sep, rel = text.partition(":")
     if not sep:
         raise MemoryPathError(f"{text!r} has no scope; write it as {PATH_FORM}")
+    scope = scope_name(named)
     if scope not in SCOPES:
         raise MemoryPathError(f"unknown scope {scope!r} in {text!r}; write paths as {PATH_FORM}")
     return scope, "" if rel == "/" else rel
@@ -115,22 +126,51 @@ class Roots:
 
     global_root: Path
     project_root: Path | None = None
+    # The folder the project root must resolve into (the session's cwd), or None when it may
+    # link anywhere (memory.project_root_symlinks: allow). The global root may always link
+    # out: people point it at a vault.
+    workspace: Path | None = None
 
     @classmethod
     def from_config(cls, cfg: Config, paths: Paths, cwd: Path | None = None) -> Roots:
         """Global root: memory.dir or `<home>/memory`; project root: `<cwd or paths.cwd>/memory`."""
         configured = cfg.memory.dir.strip()
         global_root = Path(expand(configured)) if configured else paths.home / "memory"
-        project_cwd = cwd if cwd is not None else paths.cwd
-        return cls(global_root.absolute(), (Path(project_cwd) / "memory").absolute())
+        project_cwd = Path(cwd if cwd is not None else paths.cwd).absolute()
+        refuse = cfg.memory.project_root_symlinks == "refuse"
+        return cls(global_root.absolute(), project_cwd / "memory", project_cwd if refuse else None)
+
+    def project_refusal(self) -> str | None:
+        """Why the project root is refused (it links outside the workspace), or None.
+
+        Checked on every use rather than once: a cloned repository can ship the link, and a
+        checkout can bring it at any time.
+        """
+        if self.project_root is None or self.workspace is None:
+            return None
+        if resolves_inside(self.project_root, self.workspace.resolve()):
+            return None
+        return (
+            f"project root {self.project_root} links outside the workspace to "
+            f"{os.path.realpath(self.project_root)}; set memory.project_root_symlinks: allow"
+        )
 
     def scopes(self) -> tuple[str, ...]:
-        return SCOPES if self.project_root is not None else ("global",)
+        """The scopes in use: a missing or refused project root is absent (a refused one is
+        logged once; a call naming it gets the reason as its error)."""
+        if self.project_root is None:
+            return ("global",)
+        if refusal := self.project_refusal():
+            _warn_once(refusal)
+            return ("global",)
+        return SCOPES
 
     def root_of(self, scope: str) -> Path:
         if scope == "global":
             return self.global_root
         if scope == "project" and self.project_root is not None:
+            if refusal := self.project_refusal():
+                raise MemoryPathError(refusal)
             return self.project_root
         if scope == "project":
             raise MemoryPathError("this session has no project root (no working directory)")
@@ -148,6 +188,16 @@ class Roots:
         loc = Location(scope, parts, root, root.joinpath(*parts))
         ensure_inside(loc)
         return loc
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(reason: str) -> None:
+    # Every listing asks again; the person reading the log needs the line once a process.
+    if reason not in _warned:
+        _warned.add(reason)
+        log.warning("%s", reason)
 
 
 def ensure_inside(loc: Location) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acp_memory.memory.analyze import parse_query
-from acp_memory.memory.index import TIERS, Candidate, SearchIndexes
+from acp_memory.memory.index import TIERS, Candidate, Ranked, SearchIndexes
 from acp_memory.memory.roots import Roots
 
 SNIPPET_CHARS = 1200
@@ -25,18 +25,25 @@ class Hit:
         return {"path": self.path, "score": self.score, "snippet": self.snippet}
 
 
+Hits = Ranked[Hit]
+
+
 def search_notes(
     roots: Roots, indexes: SearchIndexes, query: str, scopes: tuple[str, ...], limit: int
-) -> list[Hit]:
-    """At most `limit` notes of the given scopes, best first; exact identifier matches lead."""
+) -> Hits:
+    """At most `limit` notes of the given scopes, best first, with how many matched in all;
+    exact identifier matches lead."""
     parsed = parse_query(query)
     terms = parsed.terms
     if not terms:
-        return []
+        return Ranked()
     found: list[tuple[str, Path, Candidate]] = []
+    total = 0
     for scope in scopes:
         root = roots.root_of(scope)
-        found.extend((scope, root, c) for c in indexes.candidates(root, parsed, limit))
+        candidates = indexes.candidates(root, parsed, limit)
+        total += candidates.total
+        found.extend((scope, root, c) for c in candidates)
     found.sort(key=lambda x: (x[2].tier, -x[2].score, x[0], x[2].rel))
     # Higher tiers rank first; lifting their scores keeps the shown order monotonic.
     lift = max((c.score for _, _, c in found), default=0.0)
@@ -48,10 +55,11 @@ def search_notes(
         try:
             text = (root / cand.rel).read_bytes().decode("utf-8", errors="replace")
         except OSError:
-            continue  # deleted since the index saw it
+            total -= 1  # deleted since the index saw it
+            continue
         score = cand.score + (TIERS - 1 - cand.tier) * lift
         hits.append(Hit(f"{scope}:{cand.rel}", round(score, 3), snippet(text, pattern)))
-    return hits
+    return Ranked(hits, total)
 
 
 def marked(text: str, query: str) -> list[tuple[str, bool]]:

@@ -1,7 +1,8 @@
 """The note store: list, read, mkdir, save, write and delete under the roots' rules, plus search.
 
 Every write is redacted, bounded, atomic (temp file, fsync, rename) and done under an exclusive
-flock on the root's lock file, which holds across threads and processes alike.
+flock on the root folder itself, which holds across threads and processes alike and puts no
+file in the folder people commit.
 
 A store owns the search indexes it opens unless it is given a shared `SearchIndexes`; `close()`
 (or `with`) releases what it owns.
@@ -26,16 +27,19 @@ from acp_memory.memory.naming import name_from_title
 from acp_memory.memory.redact import Redaction, redact
 from acp_memory.memory.roots import (
     NOTE_SUFFIXES,
+    SCOPES,
     Entry,
     Location,
     MemoryPathError,
     Roots,
     is_note_name,
+    scope_name,
     visible_entries,
 )
-from acp_memory.memory.search import Hit, search_notes
+from acp_memory.memory.search import Hits, search_notes
 
-LOCK_NAME = ".acp-memory.lock"  # a dot-file: invisible to every tool and never a note
+# Where earlier versions kept the root's lock, inside the root: removed when seen.
+LEGACY_LOCK_NAME = ".acp-memory.lock"
 
 
 class NoteError(Exception):
@@ -131,17 +135,21 @@ class MemoryStore(ClosedOnExit):
             raise NoteError(f"cannot read {loc.display}: {exc.strerror}") from None
         return loc, data.decode("utf-8", errors="replace")
 
-    def search(self, query: str, scope: str = "both", limit: int = 8) -> list[Hit]:
-        """Ranked notes for a query in global, project or both scopes."""
+    def search(self, query: str, scope: str = "both", limit: int = 8) -> Hits:
+        """Ranked notes for a query in global, project (or workspace) or both scopes."""
+        scope = scope_name(scope)
         if scope == "both":
             scopes = self.roots.scopes()
-        elif scope in self.roots.scopes():
+        elif scope in SCOPES:
+            self.locate(f"{scope}:")  # a refused project root says why
             scopes = (scope,)
         else:
             raise NoteError(f"unknown scope {scope!r}; use global, project or both")
         if not query.strip():
             raise NoteError("the query is empty; give a few words or an identifier")
-        return search_notes(self.roots, self.indexes, query, scopes, max(1, limit))
+        if limit < 1:
+            raise NoteError(f"the limit is {limit}; ask for at least 1 hit")
+        return search_notes(self.roots, self.indexes, query, scopes, limit)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -176,9 +184,10 @@ class MemoryStore(ClosedOnExit):
             rel = f"{rel}/{name_from_title(title_red.text)}" if rel else name_from_title(
                 title_red.text
             )
-        if scope not in ("global", "project"):
+        into = scope_name(scope)
+        if into not in SCOPES:
             raise NoteError(f"unknown scope {scope!r}; save into global or project")
-        return self.write(f"{scope}:{rel}", body, extra=title_red)
+        return self.write(f"{into}:{rel}", body, extra=title_red)
 
     def write(
         self,
@@ -293,12 +302,17 @@ class MemoryStore(ClosedOnExit):
         """Hold the root's lock; a file system error (a read-only folder, say) on the way
         or inside becomes a NoteError naming the note and the file."""
         try:
+            # A root not made yet is made first (the write would make it anyway), so that the
+            # lock is always the root's own: its parent may be a home or a workspace.
             loc.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(loc.root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            # The lock is the folder's own: it needs no write access and adds no file to it.
+            fd = os.open(loc.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise NoteError(f"cannot {doing} {loc.display}: {_describe(exc)}") from None
         try:
             _acquire(fd, loc.scope, self.lock_timeout)
+            with contextlib.suppress(OSError):  # absent, or a read-only root: nothing to do
+                (loc.root / LEGACY_LOCK_NAME).unlink()
             yield
         except OSError as exc:
             raise NoteError(f"cannot {doing} {loc.display}: {_describe(exc)}") from None

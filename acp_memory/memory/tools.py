@@ -11,12 +11,14 @@ from typing import Any
 import anyio
 
 from acp_memory.config.models import MemoryConfig
-from acp_memory.memory.roots import Entry, MemoryPathError
-from acp_memory.memory.search import Hit
+from acp_memory.memory.roots import SCOPE_ALIASES, Entry, MemoryPathError, scope_name
+from acp_memory.memory.search import Hits
 from acp_memory.memory.store import MemoryStore, NoteError, SaveResult
 from acp_memory.tools.base import Tool, ToolContext, ToolKind, ToolResult
 
 _PATH = {"type": "string", "description": "scope:relative/path, e.g. global:notes/todo.md"}
+# The project root, as the tools name it and as HTTP and the inline tool do: input takes both.
+_PROJECT = ["project", *SCOPE_ALIASES]
 
 
 def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -59,12 +61,15 @@ def format_listing(display: str, entries: list[Entry]) -> str:
     return "\n".join(lines)
 
 
-def format_hits(query: str, hits: list[Hit], where: str) -> str:
-    """Hits with path, score and snippet, or one clear line when nothing matched."""
+def format_hits(query: str, hits: Hits, where: str) -> str:
+    """Hits with path, score and snippet, or one clear line when nothing matched; a list the
+    limit cut says how many matched in all."""
     if not hits:
         return f"no matching notes for {query!r} in {where}."
-    parts = [f"{_count(len(hits), 'matching note', 'matching notes')} for {query!r} in {where} "
-             "(best first):"]
+    found = _count(hits.total, "matching note", "matching notes")
+    if hits.total > len(hits):
+        found = f"showing {len(hits)} of {found}"
+    parts = [f"{found} for {query!r} in {where} (best first):"]
     for i, hit in enumerate(hits, 1):
         parts.append(f"\n[{i}] {hit.path} (score {hit.score})\n{hit.snippet}")
     return "\n".join(parts)
@@ -127,7 +132,7 @@ def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
 
     def search(args: Mapping[str, Any]) -> str:
         query = _arg(args, "query") or ""
-        scope = _arg(args, "scope", required=False) or "both"
+        scope = scope_name(_arg(args, "scope", required=False) or "both")
         hits = store.search(query, scope, cfg.max_search_hits)
         where = " and ".join(store.roots.scopes()) if scope == "both" else scope
         return format_hits(query, hits, where)
@@ -178,7 +183,7 @@ def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
             _schema(
                 {
                     "query": {"type": "string", "description": "words or identifiers to find"},
-                    "scope": {"type": "string", "enum": ["global", "project", "both"],
+                    "scope": {"type": "string", "enum": ["global", *_PROJECT, "both"],
                               "description": f"{both} (default both)"},
                 },
                 ["query"],
@@ -220,7 +225,7 @@ def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
                 {
                     "title": {"type": "string", "description": "short descriptive title"},
                     "body": {"type": "string", "description": "the whole note, markdown"},
-                    "scope": {"type": "string", "enum": ["global", "project"]},
+                    "scope": {"type": "string", "enum": ["global", *_PROJECT]},
                     "relative_path": {"type": "string",
                                       "description": "optional folder or notes/file.md"},
                 },

@@ -4,15 +4,19 @@ terminal a status line while something is under way."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 _DIM = "\x1b[2m"
 _RESET = "\x1b[0m"
 _CLEAR_LINE = "\r\x1b[2K"
 
+# What a run that succeeded did, when its records say more than its update (printmode.memory).
+RunOutcome = Literal["saved", "nothing found"]
 
-def memory_line(update: dict[str, Any]) -> str | None:
-    """The console line of a memory_run update (the seed's wording), None for `started`."""
+
+def memory_line(update: dict[str, Any], outcome: RunOutcome | None = None) -> str | None:
+    """The console line of a memory_run update (the seed's wording), None for `started`;
+    a run that saved or deleted says saved, one that found no note says nothing found."""
     status = update.get("status")
     if status == "skipped":
         return f"memory: skipped - {update.get('reason', '')}"
@@ -21,6 +25,8 @@ def memory_line(update: dict[str, Any]) -> str | None:
     took = f"{update.get('durationMs', 0) / 1000:.1f}s"
     task = f"(task {update.get('taskId')})"
     match update.get("taskStatus"):
+        case "succeeded" if outcome is not None:
+            return f"memory: {outcome} in {took} {task}"
         case "succeeded" if update.get("delivered"):
             return f"memory: recalled in {took} {task}"
         case "succeeded":
@@ -57,9 +63,9 @@ class Console:
         """The one line a failure gets, prefixed with the program's name."""
         self.line(f"acp-memory: {text}")
 
-    def memory(self, update: dict[str, Any]) -> None:
+    def memory(self, update: dict[str, Any], outcome: RunOutcome | None = None) -> None:
         """A memory_run update: a status while it runs, one dim line when it settles."""
-        line = memory_line(update)
+        line = memory_line(update, outcome)
         if line is not None:
             self.line(line, dim=True)
         elif update.get("status") == "started":

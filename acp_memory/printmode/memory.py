@@ -3,21 +3,27 @@ the process exits (a persist cut short loses its note), and its last state for t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 
 from acp_memory.clock import Clock
-from acp_memory.printmode.console import Console
+from acp_memory.memory.agent import NO_HITS
+from acp_memory.printmode.console import Console, RunOutcome
 from acp_memory.printmode.output import Output
 from acp_memory.sessions.memory_run import run_reason
+from acp_memory.sessions.model import TranscriptMessage
+from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
 from acp_memory.tasks.records import TaskRecord, format_seconds
 
 # The seed: a one-shot run says on stderr that it is waiting for its memory run after 15 s.
 EXIT_NOTICE_SECONDS = 15.0
 # Past the run's own timeout, the time its pool takes to stop it and write its record.
 SETTLE_GRACE_SECONDS = 10.0
+# The memory tools that change the notes (a folder alone changes nothing anyone reads).
+CHANGING_TOOLS = frozenset({"memory_save", "memory_delete"})
 
 
 class RunTask(Protocol):
@@ -28,6 +34,14 @@ class RunTask(Protocol):
 
     done: anyio.Event
     record: TaskRecord
+    result: str | None
+
+
+def changed_notes(messages: Sequence[TranscriptMessage]) -> bool:
+    """Whether a memory run's transcript holds a save or a delete that succeeded."""
+    return any(
+        m.role == "tool" and m.name in CHANGING_TOOLS and not m.is_error for m in messages
+    )
 
 
 class MemoryWatch:
@@ -39,11 +53,13 @@ class MemoryWatch:
         console: Console,
         output: Output,
         find_task: Callable[[str], RunTask | None],
+        subagents: Path | None = None,
     ) -> None:
         self.session_id = session_id
         self.console = console
         self.output = output
         self.find_task = find_task
+        self.subagents = subagents  # the session's subagents/ folder: the runs' transcripts
         self.task: RunTask | None = None
         self.last: dict[str, Any] | None = None  # the latest update
 
@@ -51,7 +67,7 @@ class MemoryWatch:
         """The runner's notify_memory: a started, finished or skipped update."""
         if update.get("status") == "started":
             self.task = self.find_task(str(update.get("taskId")))
-        self._tell(update)
+        await self._tell(update)
 
     @property
     def settled(self) -> bool:
@@ -80,9 +96,9 @@ class MemoryWatch:
                         f"(task {task.id}{most}; Ctrl-C stops it)"
                     )
                     await task.done.wait()
-        self.settle()
+        await self.settle()
 
-    def settle(self) -> None:
+    async def settle(self) -> None:
         """A run that settled after the turn's stream ended: its finished update for the
         console and the output, as the runner would have sent it during the turn."""
         task = self.task
@@ -100,7 +116,7 @@ class MemoryWatch:
         }
         if record.status != "succeeded":
             update["reason"] = run_reason(record)
-        self._tell(update)
+        await self._tell(update)
 
     def summary(self) -> dict[str, Any] | None:
         """The result object's `memory`: the run's last known state, None without a run."""
@@ -119,10 +135,29 @@ class MemoryWatch:
             "reason": last.get("reason"),
         }
 
-    def _tell(self, update: dict[str, Any]) -> None:
+    async def _tell(self, update: dict[str, Any]) -> None:
         self.last = update
         self.output.update(self.session_id, {"sessionUpdate": "memory_run", **update})
-        self.console.memory(update)
+        self.console.memory(update, await self._outcome(update))
+
+    async def _outcome(self, update: dict[str, Any]) -> RunOutcome | None:
+        """What a run that succeeded did, as its own records say: its transcript holds a
+        save or a delete, or its report is the memory agent's word for no hits."""
+        if update.get("status") != "finished" or update.get("taskStatus") != "succeeded":
+            return None
+        child = update.get("childSessionId")
+        if self.subagents is not None and isinstance(child, str) and child:
+            folder = self.subagents / child
+            try:
+                messages = (await anyio.to_thread.run_sync(load_bundle, folder)).messages
+            except (BundleError, SessionNotFound, OSError):
+                messages = []  # no transcript to read: told by its report alone
+            if changed_notes(messages):
+                return "saved"
+        task = self.task
+        if task is not None and (task.result or "").strip() == NO_HITS:
+            return "nothing found"
+        return None
 
 
 def _time_left(record: TaskRecord) -> float | None:

@@ -25,9 +25,10 @@ print mode (-p) exit codes:
   1    a model or runtime failure
   2    a usage or config error (a bad flag or key, an unknown model or session)
   3    the turn was cut short (max_turn_requests or max_tokens)
-  4    the model refused (refusal)
+  4    the model refused, or a UserPromptSubmit hook blocked the prompt (refusal)
   130  cancelled (Ctrl-C)
-  every non-zero exit says why in one line on stderr
+  every non-zero exit says why in one line on stderr; json and stream-json end
+  with a result object all the same (is_error, error, exitCode)
 """
 
 # The flags that mean something only with -p (dest -> how a user types it). Their dests are

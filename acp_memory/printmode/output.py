@@ -8,6 +8,7 @@ from typing import Any, Protocol, TextIO
 
 from acp_memory.engine.events import TurnEvent
 from acp_memory.printmode.options import OutputFormat
+from acp_memory.stdout import Stdout
 
 
 class Output(Protocol):
@@ -23,26 +24,8 @@ class Output(Protocol):
     def end_reply(self) -> None:
         """The turn is over (its memory run may not be)."""
 
-    def result(self, result: dict[str, Any] | None) -> None:
-        """The end: the result object, or None when the turn failed."""
-
-
-class Stdout:
-    """stdout for the writers: once its reader has gone (`acp-memory -p ... | head`), the
-    rest is dropped, so the turn still ends and its session is saved."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self.gone = False
-
-    def write(self, text: str) -> None:
-        if self.gone:
-            return
-        try:
-            self.out.write(text)
-            self.out.flush()
-        except BrokenPipeError:
-            self.gone = True  # the failed flush dropped its buffer: nothing is left for exit
+    def result(self, result: dict[str, Any]) -> None:
+        """The end: the result object (see result_object), whatever the turn did."""
 
 
 class TextOutput:
@@ -75,7 +58,7 @@ class TextOutput:
     def end_reply(self) -> None:
         self._end_line()  # a partial reply too: the shell prompt starts on its own line
 
-    def result(self, result: dict[str, Any] | None) -> None:
+    def result(self, result: dict[str, Any]) -> None:
         self.end_reply()
 
     def _end_line(self) -> bool:
@@ -104,9 +87,8 @@ class JsonOutput:
     def end_reply(self) -> None:
         return None
 
-    def result(self, result: dict[str, Any] | None) -> None:
-        if result is not None:
-            self._line(result)
+    def result(self, result: dict[str, Any]) -> None:
+        self._line(result)
 
     def _line(self, obj: dict[str, Any]) -> None:
         self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
@@ -127,6 +109,38 @@ class StreamJsonOutput(JsonOutput):
 
     def update(self, session_id: str, update: dict[str, Any]) -> None:
         self._line({"type": "session_update", "sessionId": session_id, "update": update})
+
+
+def result_object(
+    exit_code: int,
+    error: str | None,
+    *,
+    result: str = "",
+    stop_reason: str | None = None,
+    session_id: str | None = None,
+    usage: dict[str, int] | None = None,
+    memory: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The object that ends stdout in json and stream-json however the run ended, so that a
+    script always has one to parse: `is_error` (a non-zero exit), `error` (the stderr line,
+    None on success) and `exitCode` (see options.EXIT_CODES_HELP)."""
+    return {
+        "type": "result",
+        "result": result,
+        "stopReason": stop_reason,
+        "sessionId": session_id,
+        "usage": usage if usage is not None else {"inputTokens": 0, "outputTokens": 0},
+        "memory": memory,
+        "is_error": exit_code != 0,
+        "error": error,
+        "exitCode": exit_code,
+    }
+
+
+def end_with_failure(fmt: OutputFormat, out: TextIO, exit_code: int, error: str) -> None:
+    """Print mode stopped before any turn (a bad config, an empty prompt): its result object
+    all the same; text output prints nothing."""
+    output_for(fmt, out).result(result_object(exit_code, error))
 
 
 def output_for(fmt: OutputFormat, out: TextIO) -> Output:

@@ -9,13 +9,12 @@ import signal
 import sys
 from collections.abc import Iterator
 from functools import partial
-from typing import Any
 
 import anyio
 
 from acp_memory.cli import error
 from acp_memory.config import Config, Paths
-from acp_memory.engine.events import ToolCallFinished, ToolCallStarted, TurnEvent
+from acp_memory.engine.events import PromptBlocked, ToolCallFinished, ToolCallStarted, TurnEvent
 from acp_memory.engine.reply import Reply
 from acp_memory.engine.turn import StopReason
 from acp_memory.llm.registry import ProviderHub, UnknownModelError
@@ -32,7 +31,13 @@ from acp_memory.printmode.options import (
     EXIT_USAGE,
     PrintOptions,
 )
-from acp_memory.printmode.output import Output, TextOutput, output_for
+from acp_memory.printmode.output import (
+    Output,
+    TextOutput,
+    end_with_failure,
+    output_for,
+    result_object,
+)
 from acp_memory.printmode.unattended import Unattended
 from acp_memory.printmode.usage import UsageMeter
 from acp_memory.sessions.build import build_runner
@@ -66,6 +71,7 @@ def run_print_mode(cfg: Config, paths: Paths, options: PrintOptions) -> int:
         text = _prompt(options.text)
     except Failure as failure:
         error(failure.line)
+        end_with_failure(options.output_format, sys.stdout, failure.code, failure.line)
         return failure.code
     with _said_on_the_console():
         return anyio.run(_main, cfg, paths, options, text)
@@ -121,6 +127,7 @@ async def _main(cfg: Config, paths: Paths, options: PrintOptions, text: str) -> 
             session = await open_session(runner, hub, options)
         except Failure as failure:
             console.error(failure.line)
+            output.result(result_object(failure.code, failure.line, usage=meter.as_json()))
             return failure.code
         try:
             turn = PrintTurn(runner, session, options, console, output, meter)
@@ -205,9 +212,15 @@ class PrintTurn:
         self.reply = Reply()
         self.stop: StopReason | None = None
         self.failure: Failure | None = None
+        self.why: str | None = None  # the stderr line of a stop other than end_turn
+        self.blocked: str | None = None  # a UserPromptSubmit hook's block, named
         self.titles: dict[str, str] = {}
         self.memory = MemoryWatch(
-            session.id, console, output, lambda task_id: runner.pool_for(session).get(task_id)
+            session.id,
+            console,
+            output,
+            lambda task_id: runner.pool_for(session).get(task_id),
+            session.subagents_dir(),
         )
         self.editor = Unattended(
             allow=options.yes,
@@ -218,19 +231,19 @@ class PrintTurn:
     async def run(self, text: str) -> int:
         async with self.runner.running():
             signalled = await until_signalled(partial(self._until_stopped, text))
-        self.memory.settle()  # a run the stop cut short says so
+        await self.memory.settle()  # a run the stop cut short says so
         if signalled is not None:
-            self.output.result(self._result("cancelled" if self.stop is None else self.stop))
-            self.console.error("interrupted" if signalled == signal.SIGINT else "terminated")
+            line = "interrupted" if signalled == signal.SIGINT else "terminated"
+            self._result(EXIT_CANCELLED, line, "cancelled" if self.stop is None else self.stop)
+            self.console.error(line)
             return EXIT_CANCELLED
         if self.failure is not None:
-            self.output.result(None)
-            return self.failure.code
+            return self._result(self.failure.code, self.failure.line, self.stop)
         assert self.stop is not None
-        self.output.result(self._result(self.stop))
+        code = self._result(STOP_EXIT[self.stop], self.why, self.stop)
         if self.stop == "end_turn" and self.options.output_format == "text":
             self.console.line(f"[end_turn] session {self.session.id}")
-        return STOP_EXIT[self.stop]
+        return code
 
     async def _until_stopped(self, text: str, stop: anyio.Event) -> None:
         """The turn and the memory wait, cancelled by Ctrl-C or SIGTERM (`stop`)."""
@@ -263,12 +276,15 @@ class PrintTurn:
             self.failure = failure
             self.console.error(failure.line)
         elif self.stop is not None and (why := self._stopped_because(self.stop)):
+            self.why = why
             self.console.error(why)
         await self.memory.wait_before_exit(self.runner.clock)
 
     async def emit(self, event: TurnEvent) -> None:
         """The engine's events: the reply to the output, tool calls to the console."""
-        if piece := self.reply.add(event):
+        if isinstance(event, PromptBlocked):
+            self.blocked = event.text  # the hook's words, not the model's: said on stderr
+        elif piece := self.reply.add(event):
             self.console.clear_status()
             self.output.text(piece)
         elif isinstance(event, ToolCallStarted):
@@ -287,23 +303,31 @@ class PrintTurn:
         if stop == "max_turn_requests":
             limit = self.runner.cfg.agent.max_turns
             return f"stopped: max_turn_requests: agent.max_turns ({limit}) reached {session}"
+        if stop == "refusal" and self.blocked is not None:
+            return _one_line(self.blocked)
         if stop == "refusal":
             return f"stopped: refusal: the model refused to answer {session}"
         if stop == "cancelled":
             return f"stopped: cancelled {session}"
         return None
 
-    def _result(self, stop: StopReason) -> dict[str, Any]:
-        return {
-            "type": "result",
-            "result": self.reply.text,
-            "stopReason": stop,
-            "sessionId": self.session.id,
-            "usage": self.meter.as_json(),
-            "memory": self.memory.summary(),
-        }
+    def _result(self, code: int, error: str | None, stop: StopReason | None) -> int:
+        """End the output with the result object; the exit code."""
+        self.output.result(
+            result_object(
+                code,
+                error,
+                result=self.reply.text,
+                stop_reason=stop,
+                session_id=self.session.id,
+                usage=self.meter.as_json(),
+                memory=self.memory.summary(),
+            )
+        )
+        return code
 
 
-def _one_line(exc: Exception) -> str:
-    # Provider errors may quote a multi-line response body; stderr gets one line per failure.
-    return " ".join(str(exc).split())
+def _one_line(what: Exception | str) -> str:
+    # Provider errors may quote a multi-line response body, a hook's reason may be its whole
+    # stderr: stderr gets one line per failure.
+    return " ".join(str(what).split())

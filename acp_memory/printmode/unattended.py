@@ -18,6 +18,9 @@ class Unattended:
     can_read_files = False
     can_write_files = False
     can_run_terminals = False
+    # What the user typed (`-p "/export PATH"`) is their own say: a command that would ask
+    # them about its argument (commands/export.py) takes it as given.
+    user_is_the_command_line = True
 
     def __init__(self, *, allow: bool, permission_mode: str, say: Callable[[str], None]) -> None:
         self.allow = allow

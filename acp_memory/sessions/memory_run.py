@@ -25,15 +25,17 @@ import anyio
 from acp_memory.engine.prompt import TurnContext
 from acp_memory.engine.turn import TurnContextSource, TurnEngine, TurnSetup
 from acp_memory.hooks.events import Subagent
+from acp_memory.llm.provider import closing
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent
 from acp_memory.memory.agent import MemoryLaunch
+from acp_memory.memory.redact import RedactedStream, redact_json, redact_text
 from acp_memory.memory.store import MemoryStore
 from acp_memory.sessions.model import new_session_id
 from acp_memory.sessions.store import Session
 from acp_memory.sessions.subagents import first_line, run_child_turn
 from acp_memory.tasks.log import TaskLog
-from acp_memory.tasks.pool import PoolRefused, Task, TaskFailed
+from acp_memory.tasks.pool import PoolRefused, Task, TaskFailed, TaskPool
 from acp_memory.tasks.records import LOG_FILE, TaskRecord, task_dir
 from acp_memory.tools.registry import ToolRegistry
 
@@ -88,9 +90,13 @@ class ChainProvider:
             )
             produced = False
             try:
-                async for event in handle.stream(ask):
-                    produced = True
-                    yield event
+                # Closed on the way out (a cancel, a stop, a timeout), so that its HTTP stream
+                # stops at once rather than when the garbage collector finds it.
+                events = handle.stream(ask)
+                async with closing(events):
+                    async for event in events:
+                        produced = True
+                        yield event
                 self._at = index
                 return
             except LLMError as err:
@@ -120,6 +126,7 @@ class MemoryRun:
         self.notify = notify
         self.inner = inner
         self.task: Task | None = None
+        self.pool: TaskPool | None = None  # the pool the run went to
         self.child_id = ""
         self.report: str | None = None
         self.delivered_at: str | None = None  # "first request" or "a later step"
@@ -246,7 +253,7 @@ class MemoryRun:
         runner = self.runner
         cfg = runner.cfg
         parent = self.session
-        pool = runner.pool_for(parent)
+        pool = self.pool = runner.pool_for(parent)
         store = MemoryStore.from_config(
             cfg, runner.paths, Path(parent.record.cwd), indexes=runner.memory_indexes()
         )
@@ -273,6 +280,7 @@ class MemoryRun:
                 subagent_depth=1,
                 subagent_task_id=task.id,
                 durable=False,  # a record of the run on every turn's path; notes stay synced
+                scrub=redact_json,  # the user's words as a note would keep them
             )
             try:
                 child = await anyio.to_thread.run_sync(create)
@@ -286,8 +294,11 @@ class MemoryRun:
                 store.close()
 
         try:
+            # Every file of the run (log, record, the child's bundle) is redacted as a note
+            # is: the HTTP API and the Tasks drawer serve them. The label is redacted before
+            # it is cut, so that no secret is kept in part.
             self.task = await pool.start_agent(
-                label=f"memory: {first_line(self.text)}",
+                label=f"memory: {first_line(redact_text(first_line(self.text, 1000)))}",
                 agent_name=MEMORY_AGENT_NAME,
                 child_session_id=child_id,
                 body=body,
@@ -296,6 +307,8 @@ class MemoryRun:
                 agent_system=True,
                 timeout_seconds=cfg.memory.timeout_seconds,
                 on_finish=self._on_finish,
+                log=pool.new_log(RedactedStream()),
+                redact=redact_text,
             )
         except PoolRefused:
             store.close()
@@ -354,8 +367,12 @@ class MemoryRun:
         }
         if task.record.status != "succeeded":
             update["reason"] = run_reason(task.record)
-        await self._send(update)
-        await self._write_fate(task)
+        # The line and the update side by side: a client slow to read must not cost the log
+        # its last line, nor the session its retention, and the update must not wait on the
+        # disk (it reaches the editor before the answer that used the report).
+        async with anyio.create_task_group() as both:
+            both.start_soon(self._write_fate, task)
+            await self._send(update)
 
     async def _write_fate(self, task: Task) -> None:
         """The log's last line: what became of the report (written once, after settling)."""
@@ -375,7 +392,7 @@ class MemoryRun:
             line = f"nothing delivered: the run failed: {run_reason(task.record)}"
         path = task_dir(self.session.dir, task.id) / LOG_FILE
         try:
-            await anyio.to_thread.run_sync(_append_line, path, line)
+            await anyio.to_thread.run_sync(_append_line, path, redact_text(line))
         except OSError as exc:
             log.warning("cannot write the delivery line of %s: %s", task.id, exc)
         # Only now: the run that just ended may itself be the oldest one retention removes.
@@ -385,9 +402,11 @@ class MemoryRun:
         """memory.keep_runs: the oldest finished memory runs beyond it go, record and child
         bundle alike."""
         keep = self.runner.cfg.memory.keep_runs
-        if keep <= 0:
+        # The run's own pool, never a new one: a pool closed since (the session deleted or
+        # released) leaves the bundle alone, and its next run's retention catches up.
+        pool = self.pool
+        if keep <= 0 or pool is None or pool.closed:
             return
-        pool = self.runner.pool_for(self.session)
         try:
             records = await pool.list(include_system=True)
         except OSError as exc:
@@ -415,10 +434,16 @@ class MemoryRun:
     async def _send(self, update: dict[str, Any]) -> None:
         if self.notify is None:
             return
-        try:
-            await self.notify(update)
-        except Exception as exc:  # the client's trouble must not fail a turn or a run
-            log.warning("cannot send the memory_run update: %s", exc)
+        # Bounded: the end of a turn sends shielded, and a client that stopped reading (its
+        # outbox full) must not keep the turn alive past a cancel.
+        with self.runner.clock.move_on_after(SEND_BOUND_SECONDS) as bound:
+            try:
+                await self.notify(update)
+            except Exception as exc:  # the client's trouble must not fail a turn or a run
+                log.warning("cannot send the memory_run update: %s", exc)
+        if bound.cancelled_caught:
+            log.warning("memory_run update not sent: the client did not take it in %gs",
+                        SEND_BOUND_SECONDS)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run work in the owner group (step() and done callbacks cannot await); end_turn

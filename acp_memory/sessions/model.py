@@ -18,6 +18,16 @@ def new_session_id() -> str:
     return "sess_" + secrets.token_hex(12)
 
 
+def is_session_id(value: str) -> bool:
+    """Whether `value` has the shape new_session_id() makes (and so is a safe folder name)."""
+    digits = value.removeprefix("sess_")
+    return (
+        value.startswith("sess_")
+        and len(digits) == 24
+        and all(c in "0123456789abcdef" for c in digits)
+    )
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 

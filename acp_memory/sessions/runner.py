@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from acp_memory.engine.turn import (
 )
 from acp_memory.hooks.surface import Hooks
 from acp_memory.llm.registry import ModelHandle
+from acp_memory.llm.usage import UsageMeter
 from acp_memory.memory.index import SearchIndexes
 from acp_memory.memory.inline import session_memory
 from acp_memory.sessions.memory_run import (
@@ -38,8 +39,10 @@ from acp_memory.sessions.memory_run import (
     MemoryRun,
     NotifyMemory,
 )
+from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import Session, SessionStore
 from acp_memory.sessions.subagents import Subagents
+from acp_memory.sessions.table import SessionTable
 from acp_memory.tasks.pool import PoolSettings, TaskPool
 from acp_memory.tasks.process import KILL_GRACE_SECONDS, groups_killed_on_termination
 from acp_memory.tools.base import Editor, ToolContext
@@ -134,10 +137,13 @@ class SessionRunner:
         model_id: str | None = None,
         mode: str = "agent",
         mcp_servers: list[dict[str, Any]] | None = None,
+        messages: Sequence[TranscriptMessage] = (),
+        session_id: str | None = None,
     ) -> Session:
         """A new top-level session bundle (off the event loop), with its inline memory
-        snapshot when memory.inline is on; every surface makes its sessions here. Raises
-        OSError when the bundle cannot be written."""
+        snapshot when memory.inline is on, starting from `messages` (an earlier conversation),
+        under `session_id` when the caller names it; every surface makes its sessions here.
+        Raises OSError when the bundle cannot be written."""
 
         def create() -> Session:
             return self.store.create(
@@ -145,10 +151,14 @@ class SessionRunner:
                 model_id=model_id or self.cfg.default_model_id(),
                 mode=mode,
                 mcp_servers=mcp_servers,
+                messages=messages,
+                session_id=session_id,
                 inline_memory=session_memory(self.cfg, self.paths, cwd),
             )
 
         session = await anyio.to_thread.run_sync(create)
+        if note := self.cfg.take_no_file_note():
+            log.warning("%s", note)  # once: which model a config-less run picked, and why
         await self.hooks.start(session, "startup")
         return session
 
@@ -180,6 +190,24 @@ class SessionRunner:
         if self._owner is None:
             return PlainContext()
         return PoolContext(self.pool_for(session))
+
+    def session_table(self, in_use: Callable[[str], bool] | None = None) -> SessionTable:
+        """A front end's table of open sessions, letting idle ones go as `sessions:` says
+        (their pools closed here); a session whose pool runs a task, or that in_use names,
+        is in use."""
+
+        def busy(session_id: str) -> bool:
+            pool = self._pools.get(session_id)
+            return (pool is not None and pool.busy) or (in_use is not None and in_use(session_id))
+
+        return SessionTable(
+            self.store,
+            clock=self.clock,
+            idle_seconds=self.cfg.sessions.idle_seconds,
+            max_open=self.cfg.sessions.max_open,
+            in_use=busy,
+            on_release=self.close_pool,
+        )
 
     def pool_for(self, session: Session) -> TaskPool:
         """The background pool of `session`, made on first use; only inside `running()`."""
@@ -243,10 +271,12 @@ class SessionRunner:
         *,
         editor: Editor | None = None,
         notify_memory: NotifyMemory | None = None,
+        meter: UsageMeter | None = None,
     ) -> StopReason:
         """One user turn of an ordinary session on its selected model, with its memory run
-        when memory is on; notify_memory hears the run's memory_run updates. A prompt that
-        names a built-in command (/help) runs it instead: no turn, no automatic memory run.
+        when memory is on; notify_memory hears the run's memory_run updates, meter counts
+        the turn's own model calls. A prompt that names a built-in command (/help) runs it
+        instead: no turn, no automatic memory run.
 
         Raises UnknownModelError for a model id no provider serves, LLMError when the model
         call fails, BundleBusy or OSError when the bundle cannot be written.
@@ -258,6 +288,8 @@ class SessionRunner:
             await emit(AgentText(reply))
             return "end_turn"
         model = self.model_for(session.record.selected_model_id)
+        if meter is not None:
+            model = meter.wrap(model)
         context = self.turn_context(session)
         memory: MemoryRun | None = None
         if self.memory_due(session):

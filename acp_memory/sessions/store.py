@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -21,10 +22,11 @@ from acp_memory.sessions.model import (
     SessionRecord,
     Transcript,
     TranscriptMessage,
+    is_session_id,
     new_session_id,
     utc_now,
 )
-from acp_memory.sessions.transcript import MESSAGES_FILE, READ_ATTEMPTS, TranscriptFile
+from acp_memory.sessions.transcript import MESSAGES_FILE, READ_ATTEMPTS, Scrub, TranscriptFile
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +59,17 @@ class Session:
     seen: tuple[int, int, int] | None = None
     # False for a memory run's child: its files skip the syncs (see atomic.py).
     durable: bool = True
+    # What every file of the bundle goes through before it is written (a memory run's child:
+    # the note redaction); the session in memory keeps what it was told.
+    scrub: Scrub | None = field(default=None, repr=False)
     transcript: TranscriptFile = field(init=False)
     lock: BundleLock = field(init=False)
+    # Told each time a write takes the lock again (the front end's table opens it again).
+    on_locked: Callable[[Session], object] | None = field(init=False, default=None, repr=False)
     _writing: anyio.Lock = field(init=False, default_factory=anyio.Lock)
 
     def __post_init__(self) -> None:
-        self.transcript = TranscriptFile(self.dir, durable=self.durable)
+        self.transcript = TranscriptFile(self.dir, durable=self.durable, scrub=self.scrub)
         self.lock = BundleLock(self.dir)
 
     @property
@@ -104,6 +111,11 @@ class Session:
                 await self._claim()
                 await self._write_record()
 
+    @property
+    def writing(self) -> bool:
+        """Whether a write is under way (the lock is never let go during one)."""
+        return self._writing.locked()
+
     def close(self) -> None:
         """Let other processes write this bundle."""
         self.lock.release()
@@ -113,11 +125,15 @@ class Session:
     ) -> None:
         self.transcript.append(messages)
         if record is not None:
-            write_json_atomic(self.dir / SESSION_FILE, record.dump(), durable=self.durable)
+            write_json_atomic(self.dir / SESSION_FILE, self._dump(record), durable=self.durable)
+
+    def _dump(self, record: SessionRecord) -> dict[str, Any]:
+        data = record.dump()
+        return data if self.scrub is None else dict(self.scrub(data))
 
     async def _write_record(self) -> None:
         self.record.updated_at = utc_now()
-        path, data = self.dir / SESSION_FILE, self.record.dump()
+        path, data = self.dir / SESSION_FILE, self._dump(self.record)
         write = partial(write_json_atomic, path, data, durable=self.durable)
         await anyio.to_thread.run_sync(write)
 
@@ -127,6 +143,10 @@ class Session:
         fresh = await anyio.to_thread.run_sync(self._lock_and_reread)
         if fresh is not None:
             self.record, self.messages = fresh.record, fresh.messages
+            # What we knew of the two files is stale too: the next append writes whole.
+            self.transcript = TranscriptFile(self.dir, durable=self.durable, scrub=self.scrub)
+        if self.on_locked is not None:
+            self.on_locked(self)
 
     def _lock_and_reread(self) -> Session | None:
         self.lock.acquire()
@@ -143,7 +163,7 @@ class Session:
         """Lock a new bundle and write its two files (synchronously: one small write each)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.lock.acquire()
-        write_json_atomic(self.dir / SESSION_FILE, self.record.dump(), durable=self.durable)
+        write_json_atomic(self.dir / SESSION_FILE, self._dump(self.record), durable=self.durable)
         self.transcript.write_all(self.messages)
         self.seen = _stat_key(self.transcript.path)
 
@@ -167,11 +187,17 @@ class SessionStore:
         parent: Session | None = None,
         durable: bool = True,
         session_id: str | None = None,
+        scrub: Scrub | None = None,
+        messages: Sequence[TranscriptMessage] = (),
         **child: Any,
     ) -> Session:
         """A new bundle, top-level or (with parent) under the parent's subagents/ folder;
-        session_id is one from new_session_id() when the caller needs it in advance."""
+        session_id is one from new_session_id() when the caller needs it in advance, and
+        messages an earlier conversation it starts from (titled by its first user message);
+        scrub rewrites what its files hold (see Session.scrub)."""
         session_id = session_id or new_session_id()
+        if not is_session_id(session_id):  # a folder name: it must never leave the root
+            raise ValueError(f"not a session id: {session_id!r}")
         folder = (parent.subagents_dir() if parent else self.root) / session_id
         record = SessionRecord(
             id=session_id,
@@ -184,7 +210,11 @@ class SessionStore:
         if parent is not None:
             record.subagent_run = True
             record.parent_session_id = parent.id
-        session = Session(record=record, dir=folder, durable=durable)
+        if first := next((m.content for m in messages if m.role == "user"), ""):
+            record.title = record.title or _title_from(first)
+        session = Session(
+            record=record, dir=folder, durable=durable, messages=list(messages), scrub=scrub
+        )
         session.create_files()
         return session
 
@@ -193,14 +223,14 @@ class SessionStore:
 
         BundleError names a corrupt file, which is left untouched.
         """
-        if not _valid_id(session_id):
+        if not is_session_id(session_id):
             raise SessionNotFound(session_id)
         return load_bundle(self.locate(session_id))
 
     def locate(self, session_id: str) -> Path:
         """The folder of a session's bundle: top-level, else the child of some session."""
         top = self.root / session_id
-        if top.is_dir() or not _valid_id(session_id):
+        if top.is_dir() or not is_session_id(session_id):
             return top
         for depth in range(1, MAX_NESTING + 1):
             pattern = "/".join(["sess_*", SUBAGENTS_DIR] * depth) + f"/{session_id}"
@@ -285,15 +315,6 @@ def _read_bytes(path: Path) -> bytes:
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     return f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
-
-
-def _valid_id(session_id: str) -> bool:
-    hexpart = session_id.removeprefix("sess_")
-    return (
-        session_id.startswith("sess_")
-        and len(hexpart) == 24
-        and all(c in "0123456789abcdef" for c in hexpart)
-    )
 
 
 def _title_from(text: str, limit: int = 80) -> str:

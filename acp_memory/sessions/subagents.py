@@ -192,7 +192,7 @@ async def run_child_turn(
     """A child's turn (spawn_agent and memory runs alike): its events in its task log, then
     its report block; returns the report (`report_of` the child once its turn ended). A model
     failure fails the task with its reason."""
-    await task_log.write(f"task: {first_line(task_text)}\n")
+    await task_log.write(f"task: {log_line(task_log, task_text)}\n")
     try:
         stop = await engine.run(child, task_text, model, log_events(task_log), setup)
     except LLMError as err:
@@ -227,14 +227,20 @@ def log_events(task_log: TaskLog) -> Callable[[TurnEvent], Awaitable[None]]:
             case AgentThought():
                 pass
             case ToolCallStarted():
-                args = json.dumps(event.raw_input, ensure_ascii=False)[:300]
+                args = task_log.clean(json.dumps(event.raw_input, ensure_ascii=False))[:300]
                 await task_log.write(f"\n[tool] {event.title} {args}\n")
             case ToolCallProgress():
                 pass
             case ToolCallFinished():
-                await task_log.write(f"[tool] {event.status}: {first_line(event.output)}\n")
+                await task_log.write(f"[tool] {event.status}: {log_line(task_log, event.output)}\n")
 
     return emit
+
+
+def log_line(task_log: TaskLog, text: str) -> str:
+    """The first line of text as the log keeps it: cleaned by its filter before the cut, so
+    that a secret the cut would split is still whole when it is rewritten."""
+    return first_line(task_log.clean(first_line(text, 1000)))
 
 
 def last_reply(session: Session) -> str:

@@ -1,5 +1,12 @@
-"""The sessions one front end (the ACP connection, the HTTP server) holds: each loaded once and
-kept, a subagent's child session only read, and one turn at a time per session.
+"""The sessions one front end (the ACP connection, the HTTP server) holds: each loaded once while
+open, a subagent's child session only read, and one turn at a time per session.
+
+A session stays open (in memory, and once written, locked) only while it is used. One that is
+idle (no turn, no write, nothing the front end's `in_use` names: a background task, an events
+stream) is let go `idle_seconds` after it was last seen in use, and the least recently used
+idle one as soon as more than `max_open` are open: its pool closed (`on_release`), its lock
+released, its transcript dropped. The next get() loads it again, so a front end holds a bounded
+number of descriptors and transcripts however many sessions it has served.
 
 Its errors are neutral; each surface says them in its own terms (a JSON-RPC error, an HTTP
 status, a print-mode exit code), alongside the store's SessionNotFound, BundleError and the
@@ -10,14 +17,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import anyio
 
+from acp_memory.clock import Clock
 from acp_memory.oserror import os_error_text
 from acp_memory.sessions.store import Session, SessionStore
 
 log = logging.getLogger(__name__)
+
+IDLE_SECONDS = 300.0  # sessions.idle_seconds
+MAX_OPEN = 64  # sessions.max_open
 
 
 class ReadOnlySession(Exception):
@@ -61,26 +73,48 @@ def saving(session: Session) -> Iterator[None]:
 
 
 class SessionTable:
-    """The sessions of one front end and the scope of each one's running turn."""
+    """The open sessions of one front end and the scope of each one's running turn."""
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        clock: Clock | None = None,
+        idle_seconds: float = IDLE_SECONDS,
+        max_open: int = MAX_OPEN,
+        in_use: Callable[[str], bool] | None = None,
+        on_release: Callable[[str], None] | None = None,
+    ) -> None:
         self.store = store
+        self.clock = clock or Clock()  # what idle time is measured on; tests advance a fake
+        self.idle_seconds = idle_seconds
+        self.max_open = max_open
+        self.in_use = _never if in_use is None else in_use
+        self.on_release = _nothing if on_release is None else on_release
+        # Open sessions, the least recently used first, and when each was last used.
         self.sessions: dict[str, Session] = {}
+        self._used: dict[str, float] = {}
+        # Sessions let go that some caller still holds: a get() hands back that very object
+        # (and one that writes again is open again), so two objects of one bundle never
+        # contend for its lock. The others are freed as usual.
+        self._let_go: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self.turns: dict[str, anyio.CancelScope] = {}
         self.stopping = False
+        self._opened = anyio.Event()
 
     def add(self, session: Session) -> Session:
-        self.sessions[session.id] = session
-        return session
+        """A session this front end just created, open from now on."""
+        return self._open(session)
 
     async def get(self, session_id: str) -> Session:
-        """A session of this front end, its bundle loaded on first use (SessionNotFound,
+        """A session of this front end, its bundle loaded when it is not open (SessionNotFound,
         BundleError)."""
-        if session := self.sessions.get(session_id):
-            return session
-        session = await anyio.to_thread.run_sync(self.store.load, session_id)
-        # Two requests may have loaded it at once; the first one in wins.
-        return self.sessions.setdefault(session_id, session)
+        session = self.sessions.get(session_id) or self._let_go.get(session_id)
+        if session is None:
+            loaded = await anyio.to_thread.run_sync(self.store.load, session_id)
+            # Two requests may have loaded it at once; the first one in wins.
+            session = self.sessions.get(session_id) or self._let_go.get(session_id) or loaded
+        return self._open(session)
 
     async def writable(self, session_id: str) -> Session:
         """A session that may be prompted or changed: never a child session."""
@@ -97,10 +131,14 @@ class SessionTable:
         if self.stopping:
             raise Stopping("stopping")
         scope = self.turns[session.id] = anyio.CancelScope()
+        self._open(session)
         return scope
 
     def release(self, session: Session) -> None:
+        """End the session's claim: it was used until now."""
         self.turns.pop(session.id, None)
+        if session.id in self.sessions:
+            self._open(session)
 
     def cancel(self, session_id: str) -> bool:
         """Cancel the session's running turn; False when none runs."""
@@ -119,10 +157,90 @@ class SessionTable:
     def forget(self, session_id: str) -> None:
         """Drop a session (its bundle was deleted)."""
         self.sessions.pop(session_id, None)
+        self._used.pop(session_id, None)
+        self._let_go.pop(session_id, None)
 
-    def close(self, close_pool: Callable[[str], None]) -> None:
-        """Stop each session's background work (close_pool) and release its bundle."""
+    def close(self) -> None:
+        """Stop each open session's background work (on_release) and release its bundle."""
         for session in self.sessions.values():
-            close_pool(session.id)  # its tasks end with it, process groups and all
+            self.on_release(session.id)  # its tasks end with it, process groups and all
             session.close()
         self.sessions.clear()
+        self._used.clear()
+
+    # -- letting idle sessions go --------------------------------------------------------
+
+    def idle(self, session: Session) -> bool:
+        """No turn, no write and nothing of the front end's (in_use) holds the session."""
+        return not (
+            session.id in self.turns or session.writing or self.in_use(session.id)
+        )
+
+    def release_idle(self) -> None:
+        """Let go each session unused for idle_seconds; one found in use counts as used now."""
+        now = self.clock.now()
+        for session in list(self.sessions.values()):
+            if now - self._used[session.id] < self.idle_seconds:
+                continue
+            if self.idle(session):
+                self._let_go_of(session)
+            else:
+                self._open(session)
+
+    @contextlib.asynccontextmanager
+    async def releasing(self) -> AsyncIterator[SessionTable]:
+        """Let idle sessions go on time (release_idle), from a task of this block's own group,
+        until the block ends."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._release_on_time)
+            try:
+                yield self
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _release_on_time(self) -> None:
+        while True:
+            opened = self._opened = anyio.Event()
+            with self.clock.move_on_after(self._until_due()) as wait:
+                await opened.wait()  # a new session may be due before the one waited for
+            wait.cancel()  # done with it, woken or not (a fake clock then stops counting it)
+            self.release_idle()
+
+    def _until_due(self) -> float | None:
+        """Seconds until the least recently used session is due, None when none is open."""
+        if not self._used:
+            return None
+        return max(0.0, min(self._used.values()) + self.idle_seconds - self.clock.now())
+
+    def _open(self, session: Session) -> Session:
+        """The session open and just used; past max_open, the least recently used idle
+        sessions other than this one are let go."""
+        self._let_go.pop(session.id, None)
+        known = self.sessions.pop(session.id, None) is not None
+        self.sessions[session.id] = session
+        self._used[session.id] = self.clock.now()
+        # A holder of a session let go that writes it takes its lock again: open again too.
+        session.on_locked = self._open
+        if not known:
+            self._opened.set()
+        excess = len(self.sessions) - self.max_open
+        if excess > 0:
+            older = [s for s in self.sessions.values() if s is not session and self.idle(s)]
+            for idle in older[:excess]:
+                self._let_go_of(idle)
+        return session
+
+    def _let_go_of(self, session: Session) -> None:
+        del self.sessions[session.id]
+        del self._used[session.id]
+        self._let_go[session.id] = session
+        self.on_release(session.id)  # an idle pool: nothing running is stopped
+        session.close()
+
+
+def _never(session_id: str) -> bool:
+    return False
+
+
+def _nothing(session_id: str) -> None:
+    return None

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,15 +46,20 @@ _MIN_ROOM = 16 * 1024
 READ_ATTEMPTS = 4
 
 
+# Rewrites a JSON value before it is written (a memory run's child: secret redaction).
+Scrub = Callable[[Any], Any]
+
+
 class Entry(Protocol):
     """A transcript message: anything that dumps to a JSON object."""
 
     def dump(self) -> dict[str, Any]: ...
 
 
-def encode_message(message: Entry) -> bytes:
-    """One transcript entry as a single line of UTF-8 JSON."""
-    return json.dumps(message.dump(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def encode_message(message: Entry, scrub: Scrub | None = None) -> bytes:
+    """One transcript entry as a single line of UTF-8 JSON (scrubbed first, if asked)."""
+    data = message.dump() if scrub is None else scrub(message.dump())
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -71,9 +76,9 @@ def _entries(lines: Sequence[bytes], first: int) -> bytes:
     return b"".join((b",\n" if first + i else b"\n") + line for i, line in enumerate(lines))
 
 
-def _document(messages: Sequence[Entry]) -> tuple[bytes, int]:
+def _document(messages: Sequence[Entry], scrub: Scrub | None) -> tuple[bytes, int]:
     """The whole file, padded, and where its closing tail starts."""
-    body = _HEAD + _entries([encode_message(m) for m in messages], 0)
+    body = _HEAD + _entries([encode_message(m, scrub) for m in messages], 0)
     room = max(_MIN_ROOM, len(body) // 4)
     return body + _TAIL + b" " * room, len(body)
 
@@ -81,9 +86,10 @@ def _document(messages: Sequence[Entry]) -> tuple[bytes, int]:
 class TranscriptFile:
     """The transcript of one bundle; not thread-safe (the session serialises its writes)."""
 
-    def __init__(self, folder: Path, *, durable: bool = True) -> None:
+    def __init__(self, folder: Path, *, durable: bool = True, scrub: Scrub | None = None) -> None:
         self.path = folder / MESSAGES_FILE
         self.durable = durable  # False: no syncs (see atomic.py)
+        self.scrub = scrub  # what each message goes through before it is written
         self._spare_path = folder / _SPARE
         self._swap_path = folder / _SWAP
         self._current: _Shape | None = None
@@ -91,7 +97,7 @@ class TranscriptFile:
 
     def write_all(self, messages: Sequence[Entry]) -> None:
         """Replace the transcript whole (a new bundle, or a rewritten history)."""
-        data, end = _document(messages)
+        data, end = _document(messages, self.scrub)
         write_atomic(self.path, data, durable=self.durable)
         self._current = _Shape(os.stat(self.path).st_ino, len(data), len(messages), end)
         self._spare = None
@@ -103,14 +109,15 @@ class TranscriptFile:
         """
         spare = self._ready_spare(len(messages))
         if spare is not None:
-            entries = _entries([encode_message(m) for m in messages[spare.count :]], spare.count)
+            new = messages[spare.count :]
+            entries = _entries([encode_message(m, self.scrub) for m in new], spare.count)
             if spare.end + len(entries) + len(_TAIL) <= spare.size:
                 spare = self._write_spare(entries + _TAIL, spare, spare.end + len(entries))
             else:
                 spare = None
         if spare is None:
             # After a load, when a file is full, or on anything unexpected: written whole.
-            data, end = _document(messages)
+            data, end = _document(messages, self.scrub)
             spare = self._write_spare(data, None, end)
         spare = _Shape(spare.ino, spare.size, len(messages), spare.end)
         kept_old = self._swap()

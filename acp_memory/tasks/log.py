@@ -9,12 +9,29 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 
 # Past the limit a log keeps its head and its last quarter (at most this much): a build's
 # first lines say what ran, its last ones why it failed.
 MAX_TAIL_BYTES = 64 * 1024
+
+
+class TextFilter(Protocol):
+    """Rewrites a log's text before it is kept (a memory run's secret redaction)."""
+
+    def feed(self, text: str) -> str:
+        """Text as it streams in; returns what may be written now."""
+        ...
+
+    def flush(self) -> str:
+        """The log ends: the rest."""
+        ...
+
+    def text(self, whole: str) -> str:
+        """A text that came whole, rewritten before a writer cuts it for a line."""
+        ...
 
 
 class TaskLog:
@@ -25,8 +42,9 @@ class TaskLog:
     coalesced, so a chatty command costs few thread hops and never blocks the event loop.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, text_filter: TextFilter | None = None) -> None:
         self.limit = max(limit, 1)
+        self.filter = text_filter  # every byte written goes through it, as text
         self.total = 0  # every byte the task wrote: the record's output_bytes
         self._tail_cap = min(MAX_TAIL_BYTES, self.limit // 4)
         self._head_cap = self.limit - self._tail_cap
@@ -53,8 +71,19 @@ class TaskLog:
         """Output was cut before it reached us (a client terminal's byte limit)."""
         self._client_cut = True
 
+    def clean(self, text: str) -> str:
+        """text as this log would keep it: a writer that cuts text for a line cleans it
+        first, so that its filter sees what it must rewrite whole."""
+        return self.filter.text(text) if self.filter is not None else text
+
     async def write(self, data: bytes | str) -> None:
         """Append output. Bytes past the limit keep only the log's tail."""
+        if self.filter is not None and not self._sealed:
+            text = data if isinstance(data, str) else data.decode("utf-8", errors="replace")
+            data = self.filter.feed(text)
+        await self._store(data)
+
+    async def _store(self, data: bytes | str) -> None:
         if isinstance(data, str):
             data = data.encode("utf-8", errors="replace")
         if not data or self._sealed:
@@ -90,6 +119,8 @@ class TaskLog:
         """Flush, then end the log with the marker and the tail if bytes were cut."""
         if self._sealed:
             return
+        if self.filter is not None:
+            await self._store(self.filter.flush())
         await self._flush()
         ending = self._ending()
         async with self._lock:
@@ -134,7 +165,8 @@ class TaskLog:
 
 def _write_new(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
+    # Exclusive: a log already there is another task's, and is never truncated.
+    with open(path, "xb") as f:
         f.write(data)
 
 

@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup
 
 from acp_memory.atomic import write_json_atomic
 from acp_memory.clock import Clock
-from acp_memory.tasks.log import TaskLog, clean_output, last_lines, read_file_tail
+from acp_memory.tasks.log import TaskLog, TextFilter, clean_output, last_lines, read_file_tail
 from acp_memory.tasks.process import KILL_GRACE_SECONDS, CommandProcess, start_process
 from acp_memory.tasks.records import (
     LOG_FILE,
@@ -37,9 +37,12 @@ from acp_memory.tasks.records import (
     Kind,
     Status,
     TaskRecord,
-    as_read,
+    abandon_task,
+    claim_task,
     format_seconds,
-    scan_records,
+    read_task,
+    read_tasks,
+    release_task,
     task_dir,
     task_number,
     utc_now,
@@ -150,6 +153,8 @@ class Task:
         self._t0 = 0.0  # the pool clock's time when it started running
         self._callbacks: list[Callable[[Task], None]] = []
         self._writing = anyio.Lock()
+        self._claim: int | None = None  # holds the folder's lock until the record is final
+        self.redact: Callable[[str], str] | None = None  # of the record's error, if set
 
     @property
     def id(self) -> str:
@@ -186,11 +191,10 @@ class TaskPool:
         self.settings = settings or PoolSettings()
         self.clock = clock or Clock()  # what hard limits are measured on
         self.closed = False
-        self._tasks: dict[str, Task] = {}  # tasks of this process, running or finished
-        self._past: dict[str, TaskRecord] = {}  # records other processes left in the bundle
-        self._next = 1
-        self._loaded = False
-        self._loading = anyio.Lock()
+        # Tasks of this pool, running or finished; every other record is read from the bundle
+        # when asked for, so another process's (or pool's) tasks are seen as they are now.
+        self._tasks: dict[str, Task] = {}
+        self._next = 1  # where the next id is looked for: ids never go back in this pool
         self._queue: deque[Task] = deque()
         self._announcements: dict[str, str] = {}  # task id -> its line, in finishing order
 
@@ -201,13 +205,10 @@ class TaskPool:
         kind_limit: int | None = None,
     ) -> str | None:
         """Why a task like this would be refused now, or None when it would be admitted."""
-        if self.closed:
-            return "the session's background pool is closed"
-        if system:
-            return None
-        if not self.settings.enabled:
-            return "background tasks are turned off (tools.background.enabled: false)"
-        return self._full(counted, kind, kind_limit)
+        try:
+            return self._admission(system, counted, kind, kind_limit, queue=True)
+        except PoolRefused as exc:
+            return str(exc)
 
     async def start_command(
         self,
@@ -225,10 +226,9 @@ class TaskPool:
         """Run a shell command as a task (in the client's terminal when `editor` offers
         terminals, else a local process group). PoolRefused when it is not admitted; with
         queue=True a full pool queues it instead, and its hard limit starts when it runs."""
-        await self._load()
-        task = self._reserve(
+        task = await self._reserve(
             "command", label or command, system=system, counted=counted, kind_limit=None,
-            queue=queue, timeout=self.settings.hard_limit(timeout_seconds, expected_seconds),
+            queue=queue, limit=self.settings.hard_limit(timeout_seconds, expected_seconds),
             command=command, cwd=str(cwd),
         )
         failed: str | None = None
@@ -270,11 +270,10 @@ class TaskPool:
         """Take over a foreground command still running at its call's timeout: it becomes a
         task with max_timeout_seconds from its start as its hard limit. PoolRefused when the
         pool has no room (the caller then kills it)."""
-        await self._load()
         elapsed = anyio.current_time() - process.started
-        task = self._reserve(
+        task = await self._reserve(
             "command", label or command, system=False, counted=True, kind_limit=None,
-            queue=False, timeout=self.settings.max_timeout_seconds, command=command,
+            queue=False, limit=self.settings.max_timeout_seconds, command=command,
             cwd=str(cwd), log=process.log, t0=self.clock.now() - elapsed,
             started_at=_stamp(datetime.now(UTC) - timedelta(seconds=elapsed)),
         )
@@ -299,17 +298,23 @@ class TaskPool:
         queue: bool = False,
         on_finish: Callable[[Task], None] | None = None,
         agent_system: bool = False,
+        log: TaskLog | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> Task:
         """Run a child agent as a task: body(task) runs its turn, writing progress to task.log,
         and returns its report (Task.result); an exception fails the task with its message.
         kind_limit bounds the counted agent tasks running at once (subagents.max_concurrent).
-        PoolRefused when not admitted (unless queue=True)."""
-        await self._load()
-        task = self._reserve(
-            "agent", label, system=system, counted=counted, kind_limit=kind_limit, queue=queue,
-            timeout=self.settings.hard_limit(timeout_seconds, expected_seconds),
+        PoolRefused when not admitted (unless queue=True). log is one of the caller's making
+        (new_log with a filter), and redact rewrites the record's label and error, so that
+        none of the task's files keeps what they must not."""
+        task = await self._reserve(
+            "agent", redact(label) if redact else label, system=system, counted=counted,
+            kind_limit=kind_limit, queue=queue,
+            limit=self.settings.hard_limit(timeout_seconds, expected_seconds),
             agent=AgentRef(name=agent_name, session_id=child_session_id, system=agent_system),
+            log=log,
         )
+        task.redact = redact
         if on_finish is not None:
             task.add_done_callback(on_finish)
         await self._register(task)
@@ -335,9 +340,10 @@ class TaskPool:
         task.process = await self.open_process(command, cwd, task.log, editor=editor)
         task.record.pid = task.process.pid
 
-    def new_log(self) -> TaskLog:
-        """A log bounded as this pool's task logs are (tools.output_limits.log_bytes)."""
-        return TaskLog(self.settings.log_bytes)
+    def new_log(self, text_filter: TextFilter | None = None) -> TaskLog:
+        """A log bounded as this pool's task logs are (tools.output_limits.log_bytes), its
+        text rewritten by text_filter when there is one."""
+        return TaskLog(self.settings.log_bytes, text_filter)
 
     # -- reading and controlling -------------------------------------------------------
 
@@ -351,17 +357,17 @@ class TaskPool:
         task = self._tasks.get(task_id)
         if task is not None:
             return task.snapshot()
-        await self._load()
-        past = self._past.get(task_id)
-        if past is None:
+        found = await anyio.to_thread.run_sync(read_task, self.bundle, task_id)
+        if found is None:
             raise UnknownTask(task_id)
-        return as_read(past, live=False)
+        return found
 
     async def list(self, include_system: bool = False) -> builtins.list[TaskRecord]:
-        """Every task of the session, past processes' included, oldest first."""
-        await self._load()
-        records = [as_read(r, live=False) for r in self._past.values()]
-        records += [t.snapshot() for t in self._tasks.values()]
+        """Every task of the session, other processes' included, oldest first."""
+        tasks = self._tasks
+        on_disk, records = await anyio.to_thread.run_sync(read_tasks, self.bundle, set(tasks))
+        # A finished task of ours whose folder was removed (retention elsewhere) is gone.
+        records += [t.snapshot() for t in tasks.values() if not t.done.is_set() or t.id in on_disk]
         records.sort(key=lambda r: task_number(r.id) or 0)
         return [r for r in records if include_system or not r.system]
 
@@ -421,12 +427,11 @@ class TaskPool:
         task = self._tasks.get(task_id)
         if task is not None and not task.done.is_set():
             raise ValueError(f"{task_id} is still running")
-        if task is None:
-            await self.record(task_id)
+        if task is None and not (await self.record(task_id)).finished:
+            raise ValueError(f"{task_id} is still running in another process")
         folder = task_dir(self.bundle, task_id)
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
         self._tasks.pop(task_id, None)
-        self._past.pop(task_id, None)
         self._announcements.pop(task_id, None)
 
     def take_announcements(self) -> builtins.list[str]:
@@ -449,6 +454,11 @@ class TaskPool:
             if not t.record.system and not t.done.is_set()
         ]
 
+    @property
+    def busy(self) -> bool:
+        """Whether a task (a system task included) is queued or running: its session is in use."""
+        return any(not t.done.is_set() for t in self._tasks.values())
+
     def close_nowait(self, reason: str = "stopped: the session closed") -> None:
         """Refuse new tasks and stop every running one; their cleanup (process groups
         killed, records written) finishes in the owner group."""
@@ -466,21 +476,6 @@ class TaskPool:
 
     # -- inside ------------------------------------------------------------------------
 
-    async def _load(self) -> None:
-        # Once per pool: ids resume past those in the bundle, and the records earlier
-        # processes left are read (never rewritten).
-        if self._loaded:
-            return
-        async with self._loading:
-            if self._loaded:
-                return
-            highest, records = await anyio.to_thread.run_sync(scan_records, self.bundle)
-            self._next = max(self._next, highest + 1)
-            for record in records:
-                if record.id not in self._tasks:
-                    self._past[record.id] = record
-            self._loaded = True
-
     def _full(self, counted: bool, kind: Kind, kind_limit: int | None) -> str | None:
         if not counted:
             return None
@@ -497,7 +492,21 @@ class TaskPool:
                 return f"the session already runs {same} of {kind_limit} {kind} tasks"
         return None
 
-    def _reserve(
+    def _admission(
+        self, system: bool, counted: bool, kind: Kind, kind_limit: int | None, queue: bool
+    ) -> str | None:
+        """None when a task like this runs now, why the pool is full when it queues;
+        PoolRefused when it is not admitted."""
+        if self.closed:
+            raise PoolRefused("the session's background pool is closed")
+        if not system and not self.settings.enabled:
+            raise PoolRefused("background tasks are turned off (tools.background.enabled: false)")
+        full = None if system else self._full(counted, kind, kind_limit)
+        if full is not None and not queue:
+            raise PoolRefused(full)
+        return full
+
+    async def _reserve(
         self,
         kind: Kind,
         label: str,
@@ -506,7 +515,7 @@ class TaskPool:
         counted: bool,
         kind_limit: int | None,
         queue: bool,
-        timeout: float,
+        limit: float,
         log: TaskLog | None = None,
         t0: float | None = None,
         started_at: str | None = None,
@@ -514,23 +523,30 @@ class TaskPool:
         cwd: str | None = None,
         agent: AgentRef | None = None,
     ) -> Task:
-        # Synchronous from the admission check to the registration: two starts racing for
+        self._admission(system, counted, kind, kind_limit, queue)  # before an id is taken
+        # Shielded: a folder this call claims is either a task's or let go, never left held.
+        try:
+            with anyio.CancelScope(shield=True):
+                claimed = await anyio.to_thread.run_sync(claim_task, self.bundle, self._next)
+        except OSError as exc:
+            raise _unrecorded(task_dir(self.bundle, ""), exc) from None
+        task_id, claim = claimed
+        # Synchronous from this admission check to the registration: two starts racing for
         # the last slot cannot both get it.
-        if self.closed:
-            raise PoolRefused("the session's background pool is closed")
-        if not system and not self.settings.enabled:
-            raise PoolRefused("background tasks are turned off (tools.background.enabled: false)")
-        full = None if system else self._full(counted, kind, kind_limit)
-        if full is not None and not queue:
-            raise PoolRefused(full)
-        task_id = f"bg_{self._next}"
-        self._next += 1
+        try:
+            full = self._admission(system, counted, kind, kind_limit, queue)
+        except PoolRefused:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(abandon_task, self.bundle, task_id, claim)
+            raise
+        self._next = (task_number(task_id) or 0) + 1
         record = TaskRecord(
             id=task_id, session_id=self.session_id, kind=kind, label=label, system=system,
-            timeout_seconds=timeout, status="queued" if full else "running", command=command,
+            timeout_seconds=limit, status="queued" if full else "running", command=command,
             cwd=cwd, agent=agent,
         )
         task = Task(record, log or self.new_log(), counted=counted, kind_limit=kind_limit)
+        task._claim = claim
         self._tasks[task_id] = task
         if full:
             self._queue.append(task)
@@ -553,12 +569,12 @@ class TaskPool:
             # A task never launched must not hold a slot, nor keep aclose() waiting.
             self._forget(task)
             if isinstance(exc, OSError):
-                why = exc.strerror or exc
-                raise PoolRefused(f"cannot record the task in {folder}: {why}") from None
+                raise _unrecorded(folder, exc) from None
             raise
 
     def _forget(self, task: Task) -> None:
         self._tasks.pop(task.id, None)
+        _let_go(task)
         task.done.set()
         if task in self._queue:
             self._queue.remove(task)
@@ -608,6 +624,8 @@ class TaskPool:
         record = task.record
         record.status = outcome.status
         record.error = outcome.error
+        if record.error and task.redact is not None:
+            record.error = task.redact(record.error)
         record.finished_at = utc_now()
         record.started_at = record.started_at or record.finished_at
         record.output_bytes = task.log.total
@@ -615,6 +633,7 @@ class TaskPool:
         if task in self._queue:
             self._queue.remove(task)
         await self._write(task)
+        _let_go(task)  # the record is final: readers elsewhere may take it as it is
         if not record.system:
             self._announcements[task.id] = record.summary()
         task.done.set()
@@ -662,6 +681,16 @@ async def _follow(task: Task) -> _Outcome:
     if proc.exit.exit_code == 127:
         why += " (command not found)"
     return _Outcome("failed", why)
+
+
+def _unrecorded(folder: Path, exc: OSError) -> PoolRefused:
+    return PoolRefused(f"cannot record the task in {folder}: {exc.strerror or exc}")
+
+
+def _let_go(task: Task) -> None:
+    if task._claim is not None:
+        release_task(task._claim)
+        task._claim = None
 
 
 def _holds_slot(task: Task) -> bool:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
+import os
 import re
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -148,31 +152,92 @@ def read_record(bundle: Path, task_id: str) -> TaskRecord | None:
         return None
 
 
-def scan_records(bundle: Path) -> tuple[int, list[TaskRecord]]:
-    """The highest task number under background/ (records unreadable or not) and every
-    readable record; blocking."""
-    folder = bundle / BACKGROUND_DIR
-    highest = 0
-    records: list[TaskRecord] = []
+def task_names(bundle: Path) -> list[str]:
+    """The task folders under background/ (records written or not); blocking."""
     try:
-        names = [entry.name for entry in folder.iterdir()]
+        return [e.name for e in (bundle / BACKGROUND_DIR).iterdir() if task_number(e.name)]
     except OSError:
-        return 0, []
-    for name in names:
-        number = task_number(name)
-        if number is None:
+        return []
+
+
+def claim_task(bundle: Path, at_least: int) -> tuple[str, int]:
+    """A new task's id: the first free `bg_<n>` from at_least and past every task folder in
+    the bundle, its folder made by an exclusive mkdir (so no other process or pool ever gets
+    the same id), and the descriptor holding the folder's lock while the task runs
+    (running_elsewhere); blocking."""
+    numbers = [task_number(name) or 0 for name in task_names(bundle)]
+    number = max([at_least, *(n + 1 for n in numbers)])
+    (bundle / BACKGROUND_DIR).mkdir(parents=True, exist_ok=True)
+    while True:
+        folder = task_dir(bundle, f"bg_{number}")
+        try:
+            folder.mkdir()
+        except FileExistsError:  # another process took it since the listing
+            number += 1
             continue
-        highest = max(highest, number)
-        record = read_record(bundle, name)
-        if record is not None and record.id == name:
-            records.append(record)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # made here: nobody else holds it
+        except BaseException:
+            os.close(fd)
+            raise
+        return folder.name, fd
+
+
+def release_task(fd: int) -> None:
+    """Let the task's folder lock go: its record is final (or it never started)."""
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def abandon_task(bundle: Path, task_id: str, fd: int) -> None:
+    """A claimed task that never started: its lock let go, its empty folder removed (the
+    number is free again); blocking."""
+    release_task(fd)
+    with contextlib.suppress(OSError):
+        task_dir(bundle, task_id).rmdir()
+
+
+def running_elsewhere(folder: Path) -> bool:
+    """Whether a process (or another pool) runs the task of that folder now: its lock is
+    held. The kernel lets it go when that process ends, however it ends."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
+def read_task(bundle: Path, task_id: str) -> TaskRecord | None:
+    """A record of a task this pool does not run, as a reader should see it (as_read), or
+    None when there is none; blocking."""
+    record = read_record(bundle, task_id)
+    if record is None or record.id != task_id:
+        return None
+    live = not record.finished and running_elsewhere(task_dir(bundle, task_id))
+    return as_read(record, live)
+
+
+def read_tasks(bundle: Path, skip: Collection[str]) -> tuple[set[str], list[TaskRecord]]:
+    """The task folders in the bundle, and the records of those not in skip as a reader
+    should see them, oldest first; blocking."""
+    names = task_names(bundle)
+    records = [r for name in names if name not in skip and (r := read_task(bundle, name))]
     records.sort(key=lambda r: task_number(r.id) or 0)
-    return highest, records
+    return set(names), records
 
 
 def as_read(record: TaskRecord, live: bool) -> TaskRecord:
-    """The record as a reader should see it: unfinished and not live in this process means
-    the process that ran it ended, so it reads as orphaned (the file is left as it is)."""
+    """The record as a reader should see it: unfinished and run by no process means the
+    process that ran it ended, so it reads as orphaned (the file is left as it is)."""
     if live or record.finished:
         return record
     return record.model_copy(update={"status": "orphaned"})

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import threading
 from pathlib import Path
 from typing import Any, Literal
@@ -48,10 +49,34 @@ Decision = Literal["allow", "reject"]
 _FILE_LOCK = threading.Lock()
 
 
+# Anything that could make one line more than one simple command (an operator, a
+# substitution, a redirection, an escape, a second line), quoted or not: such a line asks.
+_SHELL_SYNTAX = frozenset(";&|<>()$`\\\r\n")
+
+
 def allowlisted(command: str, allowlist: list[str]) -> bool:
-    """An entry allows exactly itself, or itself followed by a space and any arguments."""
-    line = command.strip()
-    return any(line == entry or line.startswith(entry + " ") for entry in allowlist if entry)
+    """Whether `command` is one simple command whose words start with an entry's words.
+
+    An entry allows only that command, with any further plain arguments: a line holding
+    shell syntax anywhere, or one the lexer cannot split (an unbalanced quote), asks.
+    """
+    if _SHELL_SYNTAX.intersection(command):
+        return False
+    words = _words(command)
+    if not words:
+        return False
+    for entry in allowlist:
+        prefix = _words(entry)
+        if prefix and words[: len(prefix)] == prefix:
+            return True
+    return False
+
+
+def _words(line: str) -> list[str] | None:
+    try:
+        return shlex.split(line)
+    except ValueError:
+        return None
 
 
 class PermissionGate:

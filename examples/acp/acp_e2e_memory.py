@@ -1,6 +1,9 @@
 """End to end: long-term memory across sessions, over stdio with the official ACP client.
 
-    python examples/acp/acp_e2e_memory.py [--config PATH] [--keep] [--timeout SECONDS]
+    .venv/bin/python examples/acp/acp_e2e_memory.py [--config PATH] [--keep] [--timeout SECONDS]
+
+From the repository root, with the README's venv (`.venv/bin/python`: it has the packages
+this needs; a bare `python` may not).
 
 Starts `python -m acp_memory` as an editor does, in a throw-away home, and checks:
   1. a note written on disk beforehand is recalled: the answer names its fact;

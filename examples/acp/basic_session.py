@@ -1,6 +1,9 @@
 """Drive acp-memory the way an editor does, with the official ACP Python SDK.
 
-    python examples/acp/basic_session.py [--home DIR] [TEXT ...]
+    .venv/bin/python examples/acp/basic_session.py [--home DIR] [TEXT ...]
+
+From the repository root, with the README's venv (`.venv/bin/python`: it has the packages
+this needs; a bare `python` may not).
 
 Starts `python -m acp_memory` on stdio, opens a session in the current folder, sends each TEXT
 as a prompt (a default one otherwise), prints the streamed reply, and exits.

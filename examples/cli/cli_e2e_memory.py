@@ -1,12 +1,16 @@
 """Long-term memory through print mode, end to end: a fact persisted by one `acp-memory -p`,
 then asked for in a fresh session, so the answer can only come from disk.
 
-    python examples/cli/cli_e2e_memory.py [--home DIR] [--config FILE]
+    .venv/bin/python examples/cli/cli_e2e_memory.py [--home DIR] [--config FILE]
+
+From the repository root, with the README's venv (`.venv/bin/python`: it has the packages
+this needs; a bare `python` may not).
 
 It runs in a throw-away home with memory on and, without --config, the built-in offline model
 (no network, no key); --config FILE runs it on your models (FILE must set memory.enable: true).
 It checks, printing one line per check:
-  1. the first turn's memory run saved the fact as a note under <home>/memory;
+  1. the first turn's memory run saved the fact as a note under <home>/memory, and stderr
+     says `memory: saved in ...`;
   2. a new session's answer carries the fact, and stderr says `memory: recalled in ...`;
   3. that recall's run is on disk: its task record and its child session under the
      session's subagents/ folder.
@@ -30,6 +34,7 @@ PERSIST = f"Please remember that {FACT}."
 QUESTION = "When does our release train leave?"
 ANSWER = "Fridays"
 RECALLED = re.compile(r"^memory: recalled in \d+\.\ds \(task (bg_\d+)\)$", re.MULTILINE)
+SAVED = re.compile(r"^memory: saved in \d+\.\ds \(task bg_\d+\)$", re.MULTILINE)
 
 
 class Checks:
@@ -78,7 +83,7 @@ def run(home: Path, config: Path | None) -> int:
     checks = Checks()
 
     # 1. Persist: the memory run of the first turn writes the note.
-    code, result, _ = print_mode(home, cwd, config, PERSIST)
+    code, result, stderr = print_mode(home, cwd, config, PERSIST)
     if not checks.check(code == 0 and result is not None, "the persist turn ended", f"exit {code}"):
         return 1
     memory = result["memory"]
@@ -87,6 +92,7 @@ def run(home: Path, config: Path | None) -> int:
     checks.check(memory["taskStatus"] == "succeeded", "the persist run succeeded", str(memory))
     notes = [p for p in (home / "memory").rglob("*.md") if FACT.lower() in p.read_text().lower()]
     checks.check(bool(notes), "the fact is a note on disk", f"no note under {home / 'memory'}")
+    checks.check(bool(SAVED.search(stderr)), "stderr says the fact was saved", stderr.strip())
 
     # 2. Recall in a fresh session: only the notes on disk know the answer.
     code, result, stderr = print_mode(home, cwd, config, QUESTION)

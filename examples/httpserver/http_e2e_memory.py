@@ -1,6 +1,10 @@
 """End to end: long-term memory over the HTTP API of `acp-memory http`.
 
-    python examples/httpserver/http_e2e_memory.py [--config PATH] [--keep] [--timeout SECONDS]
+    .venv/bin/python examples/httpserver/http_e2e_memory.py [--config PATH] [--keep]
+        [--timeout SECONDS]
+
+From the repository root, with the README's venv (`.venv/bin/python`: it has the packages
+this needs; a bare `python` may not).
 
 Starts `python -m acp_memory http` on a free loopback port in a throw-away home, and checks:
   1. "Remember that ..." sent to a session (POST /coddy/sessions/{id}/prompt) saves the fact:

@@ -4,7 +4,8 @@ import socket
 
 import anyio
 import pytest
-from harness import RawPeer, in_process_agent
+from acp import RequestError
+from harness import RawPeer, in_process_agent, subprocess_agent
 
 from acp_memory import __version__
 from acp_memory.acp.server import serve_unconfigured
@@ -61,3 +62,30 @@ async def test_an_unconfigured_agent_stops_on_a_stop_signal_with_its_input_still
         await send.aclose()
         agent_sock.close()
         client_sock.close()
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        ("x: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than 50 levels (line 1)"),
+        ("a: &a 1\nb: [" + ", ".join(["*a"] * 101) + "]\n", "more than 100 YAML aliases"),
+    ],
+    ids=["deep", "aliases"],
+)
+async def test_a_config_past_its_bounds_answers_initialize_then_refuses_sessions_with_one_line(
+    tmp_path, config, says
+):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text(config)
+    async with subprocess_agent(home) as ed:
+        init = await ed.conn.initialize(protocol_version=1)
+        with pytest.raises(RequestError) as err:
+            await ed.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    assert init.protocol_version == 1
+    line = f"{home / 'config.yaml'}: {says}"
+    assert str(err.value).startswith("acp-memory cannot start: ") and line in str(err.value)
+    assert ed.process is not None
+    assert ed.process.returncode == 2  # once the input closed, as for any config error
+    (said,) = ed.stderr.decode().splitlines()
+    assert said.startswith(f"acp-memory: {line}")

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from acp import RequestError
 from harness import in_process_agent
 
+from acp_memory.config import load_config
 from acp_memory.config.models import Config, ModelConfig, ProviderConfig
 
 pytestmark = pytest.mark.anyio
@@ -66,3 +68,76 @@ async def test_config_options_switch_mode_and_model(paths):
             await ed.conn.set_config_option(config_id="color", session_id=sid, value="red")
     record = json.loads((paths.sessions_dir / sid / "session.json").read_text())
     assert (record["mode"], record["selectedModelId"]) == ("ask", "offline/default")
+
+
+LOCAL = ProviderConfig(name="local", type="openai", api_base="http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(
+    ("models", "listed"),
+    [
+        ([], ["offline/default"]),
+        (["local/small", "local/big"], ["local/small", "local/big"]),
+        (["local/small", "offline/default"], ["local/small", "offline/default"]),
+    ],
+)
+async def test_the_model_selector_lists_exactly_the_configured_models(paths, models, listed):
+    cfg = Config(providers=[LOCAL], models=[ModelConfig(model=m) for m in models])
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        resp = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+    model = _option(resp.config_options, "model")
+    assert [o.value for o in model.options] == listed
+    assert model.current_value == listed[0]
+
+
+async def test_the_offline_model_is_not_selectable_beside_configured_ones(paths):
+    cfg = Config(providers=[LOCAL], models=[ModelConfig(model="local/small")])
+    async with in_process_agent(cfg, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+        with pytest.raises(RequestError) as err:
+            await ed.conn.set_config_option(
+                config_id="model", session_id=sid, value="offline/default"
+            )
+    assert err.value.code == -32602 and "choose one of local/small" in str(err.value)
+
+
+async def test_a_session_whose_saved_model_is_no_longer_listed_goes_on_with_the_default(paths):
+    old = Config()  # the session was made when only the offline model was there
+    async with in_process_agent(old, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+    cfg = Config(providers=[LOCAL], models=[ModelConfig(model="local/small")])
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        resp = await ed.conn.load_session(cwd=str(paths.cwd), session_id=sid, mcp_servers=[])
+        model = _option(resp.config_options, "model")
+        assert (model.current_value, [o.value for o in model.options]) == (
+            "local/small",
+            ["local/small"],
+        )
+        # Switching the mode saves the record: the default model goes to disk with it.
+        await ed.conn.set_config_option(config_id="mode", session_id=sid, value="ask")
+    record = json.loads((paths.sessions_dir / sid / "session.json").read_text())
+    assert record["selectedModelId"] == "local/small"
+
+
+async def test_with_no_config_file_the_first_session_says_which_model_it_runs_on(
+    paths, monkeypatch, caplog
+):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    cfg = load_config(paths)  # the home has no config.yaml
+    caplog.set_level(logging.WARNING)
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        first = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+        await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+    model = _option(first.config_options, "model")
+    assert (model.current_value, [o.value for o in model.options]) == (
+        "openai/gpt-4.1-mini",
+        ["openai/gpt-4.1-mini"],
+    )
+    said = [r.getMessage() for r in caplog.records if "sessions run on" in r.getMessage()]
+    assert said == [
+        f"no config file at {paths.config_file}: sessions run on openai/gpt-4.1-mini "
+        "(OPENAI_API_KEY is set)"
+    ]

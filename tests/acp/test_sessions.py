@@ -10,6 +10,8 @@ from acp import RequestError, text_block
 from acp.schema import EnvVariable, McpServerStdio
 from harness import in_process_agent
 
+from acp_memory.acp.server import build_agent
+from acp_memory.llm.registry import ProviderHub
 from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import Session, SessionStore
 
@@ -286,3 +288,86 @@ def _memory_child(store: SessionStore, parent: Session, task_id: str) -> Session
         subagent_task_id=task_id,
         subagent_depth=1,
     )
+
+
+# -- acp --session-id ------------------------------------------------------------------------
+
+NAMED = "sess_0123456789abcdef01234567"
+
+
+def _named_agent(cfg, paths, session_id: str = NAMED):
+    return build_agent(cfg, paths, ProviderHub(cfg), first_session_id=session_id)
+
+
+async def test_session_id_creates_that_session_at_the_first_session_new_only(cfg, paths):
+    async with in_process_agent(cfg, paths, _named_agent(cfg, paths)) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        first = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+        second = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+        await ed.conn.prompt(session_id=NAMED, prompt=[text_block("hello")])
+    assert first.session_id == NAMED and second.session_id != NAMED
+    record = json.loads((paths.sessions_dir / NAMED / "session.json").read_text())
+    assert record["id"] == NAMED and record["cwd"] == str(paths.cwd)
+    assert [m["role"] for m in _stored_messages(paths.sessions_dir / NAMED)] == [
+        "user", "assistant"
+    ]
+
+
+async def test_session_id_opens_an_existing_session_and_replays_it_after_the_answer(
+    cfg, paths, tmp_path
+):
+    async with in_process_agent(cfg, paths, _named_agent(cfg, paths)) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+        await ed.conn.prompt(session_id=NAMED, prompt=[text_block("remember kiwi")])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    async with in_process_agent(cfg, paths, _named_agent(cfg, paths)) as ed:  # a new process
+        await ed.conn.initialize(protocol_version=1)
+        resp = await ed.conn.new_session(cwd=str(elsewhere), mcp_servers=[])
+        await ed.client.wait_for(lambda: len(ed.client.kinds(NAMED)) == 2)
+        replayed = ed.client.kinds(NAMED)
+        said = ed.client.text(NAMED, "user_message_chunk")
+        await ed.client.wait_for(lambda: NAMED in ed.client.commands)
+        ed.client.updates.clear()
+        await ed.conn.prompt(session_id=NAMED, prompt=[text_block("what did I say?")])
+        continued = ed.client.text(NAMED)
+    assert resp.session_id == NAMED and resp.modes.current_mode_id == "agent"
+    assert replayed == ["user_message_chunk", "agent_message_chunk"]
+    assert said == "remember kiwi"
+    assert 'previous message was: "remember kiwi"' in continued
+    record = json.loads((paths.sessions_dir / NAMED / "session.json").read_text())
+    assert record["cwd"] == str(elsewhere)  # the client's cwd, as session/load takes it
+    # The replay followed the answer: the client knew the session by then.
+    new_id = next(i for i, m in ed.checker.client_requests.items() if m == "session/new")
+    answer_at = next(
+        i for i, m in enumerate(ed.checker.sent) if m.get("id") == new_id and "result" in m
+    )
+    updates_at = [i for i, m in enumerate(ed.checker.sent) if m.get("method") == "session/update"]
+    assert answer_at < min(updates_at)
+
+
+async def test_session_id_of_a_folder_without_its_record_is_refused_and_left_untouched(
+    cfg, paths
+):
+    folder = paths.sessions_dir / NAMED
+    folder.mkdir(parents=True)
+    (folder / "messages.json").write_text('{"version":1,"messages":[]}  ')
+    async with in_process_agent(cfg, paths, _named_agent(cfg, paths)) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        with pytest.raises(RequestError) as err:
+            await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+        with pytest.raises(RequestError) as again:  # the failed one did not use the id up
+            await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+    assert err.value.code == again.value.code == -32002
+    assert f"{folder / 'session.json'} is missing" in str(err.value)
+    assert sorted(p.name for p in folder.iterdir()) == ["messages.json"]
+    assert (folder / "messages.json").read_text() == '{"version":1,"messages":[]}  '
+
+
+@pytest.mark.parametrize("bad", ["../escape", "sess_../../escape", "sess_0123"])
+def test_a_bundle_is_made_only_under_a_session_id(paths, bad):
+    store = SessionStore(paths.sessions_dir)
+    with pytest.raises(ValueError, match="not a session id"):
+        store.create(cwd=str(paths.cwd), model_id="offline/default", session_id=bad)
+    assert not (paths.home / "escape").exists() and not paths.sessions_dir.exists()

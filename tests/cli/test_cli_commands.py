@@ -120,9 +120,13 @@ def test_print_mode_answers_on_stdout_and_logs_on_stderr(tmp_path):
     assert done.returncode == 0
     assert "hello print mode" in done.stdout and "offline model" in done.stdout
     assert done.stdout.endswith("\n")
-    # A config-less run has memory on: its console line, then the session.
-    line = r"memory: recalled in \d+\.\ds \(task bg_1\)\n\[end_turn\] session sess_\w+\n"
-    assert re.fullmatch(line, done.stderr)
+    # A config-less run says which model it picked, has memory on: its console line, then
+    # the session.
+    line = (
+        r"acp-memory: no config file at [^\n]+: sessions run on offline/default \([^\n]+\)\n"
+        r"memory: \w+ [^\n]*in \d+\.\ds \(task bg_1\)\n\[end_turn\] session sess_\w+\n"
+    )
+    assert re.fullmatch(line, done.stderr), done.stderr
 
 
 def test_doctor_checks_the_sessions_folder_the_flag_names(tmp_path):
@@ -134,7 +138,7 @@ def test_doctor_checks_the_sessions_folder_the_flag_names(tmp_path):
 
 def test_doctor_finds_a_key_under_the_providers_own_variable(tmp_path):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("providers: [{name: my-openai, type: openai}]\n")
+    cfg.write_text("providers: [{name: my-openai, type: openai}]\nmemory: {enable: true}\n")
     env_key = {"MY_OPENAI_API_KEY": "sk-x"}
     done = _run("doctor", "--config", str(cfg), home=tmp_path / "home", env_extra=env_key)
     assert done.stdout.splitlines()[-1] == "0 error(s), 0 warning(s)"
@@ -148,7 +152,7 @@ def test_the_home_env_file_gives_the_doctor_a_key(tmp_path):
     home.mkdir()
     (home / ".env").write_text("MY_OPENAI_API_KEY='sk-x'  # from the dashboard\n")
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("providers: [{name: my-openai, type: openai}]\n")
+    cfg.write_text("providers: [{name: my-openai, type: openai}]\nmemory: {enable: true}\n")
     done = _run("doctor", "--config", str(cfg), home=home)
     assert done.stdout.splitlines()[-1] == "0 error(s), 0 warning(s)"
 
@@ -288,7 +292,8 @@ def test_doctor_measures_additional_prompt_without_its_surrounding_blanks(
     cfg = tmp_path / "c.yaml"
     padded = json.dumps("  " + prompt + "\n\n")
     cfg.write_text(
-        f"memory:\n  additional_prompt_max_chars: 10\n  additional_prompt: {padded}\n"
+        f"memory:\n  enable: true\n  additional_prompt_max_chars: 10\n"
+        f"  additional_prompt: {padded}\n"
     )
     paths = resolve_paths(home=str(tmp_path / "home"), config=str(cfg), cwd=str(tmp_path))
     warnings = [f.text for f in check(paths, explicit=True) if f.level == "warning"]

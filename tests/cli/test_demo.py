@@ -15,19 +15,25 @@ import pytest
 from acp_memory.demo import describe_memory_run
 
 TIMEOUT = 120  # seconds; a bound, never a delay
+# The command the README's install gives (.venv/bin/acp-memory), run by its path: not on PATH.
+SCRIPT = Path(sys.executable).parent / "acp-memory"
+COMMAND = [str(SCRIPT)] if SCRIPT.is_file() else [sys.executable, "-m", "acp_memory"]
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    # TMPDIR: the fresh folder the demo makes (and keeps) lands in the test's own folder.
+    # PATH without the venv's bin, as after the README's install.
+    env = {**os.environ, "TMPDIR": str(tmp), "ACP_MEMORY_HOME": str(tmp / "unused-home")}
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p) != SCRIPT.parent
+    )
+    env.pop("OPENAI_API_KEY", None)
+    return env
 
 
 def _run(*args: str, tmp: Path, **kw) -> subprocess.CompletedProcess[str]:
-    # TMPDIR: the fresh folder the demo makes (and keeps) lands in the test's own folder.
-    env = {**os.environ, "TMPDIR": str(tmp), "ACP_MEMORY_HOME": str(tmp / "unused-home")}
-    env.pop("OPENAI_API_KEY", None)
     return subprocess.run(
-        [sys.executable, "-m", "acp_memory", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=TIMEOUT,
-        **kw,
+        [*COMMAND, *args], capture_output=True, text=True, env=_env(tmp), timeout=TIMEOUT, **kw
     )
 
 
@@ -81,13 +87,34 @@ def test_the_demo_recalls_a_note_saves_a_fact_and_recalls_it_from_disk_in_a_kept
             assert record["parentSessionId"] == parent_id
     assert sum(c.count('subagentName "memory"') for _, c in listed) == 3
 
-    # The commands it prints work as printed.
-    notes = re.search(r"^ +(acp-memory notes list --home .+)$", out, re.M)[1]
-    argv = shlex.split(notes)[1:]
-    listing = _run(*argv, tmp=tmp_path, cwd=project)
-    assert "global:my-favourite-fruit-is-the-mango.md" in listing.stdout
+    # The commands it prints work as printed, by the path of the program that ran.
+    notes = re.search(r"^ +(\S.* notes list --home .+)$", out, re.M)[1]
+    assert shlex.split(notes)[: len(COMMAND)] == COMMAND
+    listing = subprocess.run(
+        shlex.split(notes), capture_output=True, text=True, env=_env(tmp_path), cwd=project,
+        timeout=TIMEOUT, check=False,
+    )
+    assert "global:my-favourite-fruit-is-the-mango.md" in listing.stdout, listing.stderr
     log = Path(shlex.split(re.search(r"^ +cat (.+?)   #", out, re.M)[1])[0])
     assert log.read_text().rstrip().endswith("report delivered to the turn (first request)")
+
+
+@pytest.mark.subprocess
+def test_a_reader_that_left_early_ends_the_demo_quietly_with_its_usual_code(tmp_path):
+    # `acp-memory demo | head -c 0`: the pipe's reader is gone before the first line.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [*COMMAND, "demo"], stdout=write_end, stderr=subprocess.PIPE, text=True,
+            env=_env(tmp_path), timeout=TIMEOUT, check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (0, "")
+    # The story went on to its end all the same.
+    (home,) = tmp_path.glob("acp-memory-demo-*/home")
+    assert (home / "memory" / "my-favourite-fruit-is-the-mango.md").is_file()
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,7 @@ def free_port() -> int:
 
 def doctor(tmp_path: Path, config: str, **flags: object) -> int:
     path = tmp_path / "config.yaml"
-    path.write_text(config)
+    path.write_text(config + "memory: {enable: true}\n")  # else a warning says memory is off
     home = tmp_path / "home"
     args = argparse.Namespace(
         home=str(home), config=str(path), sessions_dir=None, cwd=str(tmp_path), **flags

@@ -27,8 +27,14 @@ from acp_memory.cli import build_parser, main
 from acp_memory.engine.events import AgentText, AgentThought, ToolCallFinished, ToolCallStarted
 from acp_memory.engine.reply import Reply
 from acp_memory.printmode.console import Console, memory_line
-from acp_memory.printmode.memory import EXIT_NOTICE_SECONDS, SETTLE_GRACE_SECONDS, MemoryWatch
+from acp_memory.printmode.memory import (
+    EXIT_NOTICE_SECONDS,
+    SETTLE_GRACE_SECONDS,
+    MemoryWatch,
+    changed_notes,
+)
 from acp_memory.printmode.output import JsonOutput, StreamJsonOutput, TextOutput
+from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.runner import MEMORY_EXIT_WAIT_SECONDS
 from acp_memory.sessions.store import SessionStore
 from acp_memory.tasks.records import TaskRecord
@@ -37,8 +43,8 @@ pytestmark = pytest.mark.anyio
 
 WAIT = 60  # seconds: a bound on each process, never a delay
 MEMORY_LINE = r"memory: recalled in \d+\.\ds \(task bg_1\)"
+SAVED_LINE = r"memory: saved in \d+\.\ds \(task bg_1\)"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cli" / "cli_e2e_memory.py"
-NOTHING_REACHED = r"memory: finished in \d+\.\ds, nothing reached this turn \(task bg_1\)"
 
 
 @dataclass
@@ -132,7 +138,7 @@ async def test_stdout_is_the_reply_alone_with_a_blank_line_between_messages(home
 
 
 @pytest.mark.subprocess
-@pytest.mark.parametrize("fmt", ["text", "stream-json"])
+@pytest.mark.parametrize("fmt", ["text", "json", "stream-json"])
 def test_a_reader_that_left_early_neither_fails_the_turn_nor_its_session(home, project, fmt):
     # `acp-memory -p ... | head -c 0`: the pipe's reader is gone before the first byte.
     read_end, write_end = os.pipe()
@@ -277,6 +283,73 @@ async def test_ctrl_c_while_the_model_answers_exits_130_with_the_cancelled_resul
     assert (code, stderr) == (130, "acp-memory: interrupted\n")
     result = json.loads(stdout)
     assert result["stopReason"] == "cancelled" and result["memory"] is None
+    assert (result["is_error"], result["error"], result["exitCode"]) == (True, "interrupted", 130)
+
+
+@pytest.mark.subprocess
+async def test_a_blocking_hook_exits_4_naming_the_hook_and_its_reason(home, project):
+    hook = "echo 'no secrets in prompts' >&2; exit 2"
+    configure(
+        home,
+        "hooks:\n  UserPromptSubmit:\n    - hooks: [{type: command, command: " + json.dumps(hook)
+        + "}]\n",
+    )
+    done = await print_mode("-p", "my password is hunter2", home=home, cwd=project)
+    assert (done.code, done.stdout) == (4, "")  # the hook's words are no reply of the model
+    assert done.lines == [
+        f"acp-memory: blocked by UserPromptSubmit hook {hook!r}: no secrets in prompts"
+    ]
+
+
+# Every way print mode fails ends stdout with one result object in json and stream-json.
+
+
+async def _failing(case: str, fmt: str, home: Path, project: Path) -> Done:
+    args = ("--output-format", fmt)
+    if case == "a model failure":
+        async with FakeOpenAI(error(500, "the model is down")) as server:
+            configure(home, fake_model(server))
+            return await print_mode("-p", "hi", *args, home=home, cwd=project)
+    if case == "max_tokens":
+        async with FakeOpenAI(text("cut sho", finish="length")) as server:
+            configure(home, fake_model(server))
+            return await print_mode("-p", "hi", *args, home=home, cwd=project)
+    if case == "a blocking hook":
+        configure(home, "hooks: {UserPromptSubmit: [{hooks: [{type: command, command: exit 2}]}]}")
+    elif case == "a bad config":
+        configure(home, "agent: {max_turns: many}\n")
+    elif case == "no such session":
+        args += ("--resume", "sess_0123456789abcdef01234567")
+    elif case == "a missing --cwd":
+        args += ("--cwd", str(project / "gone"))  # the last --cwd is the one taken
+    prompt = " " if case == "an empty prompt" else "hi"
+    return await print_mode("-p", prompt, *args, home=home, cwd=project)
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("fmt", ["json", "stream-json"])
+@pytest.mark.parametrize(
+    ("case", "code"),
+    [
+        ("a model failure", 1),
+        ("max_tokens", 3),
+        ("a blocking hook", 4),
+        ("a bad config", 2),
+        ("no such session", 2),
+        ("a missing --cwd", 2),
+        ("an empty prompt", 2),
+    ],
+)
+async def test_every_failure_ends_stdout_with_one_result_object(home, project, case, code, fmt):
+    done = await _failing(case, fmt, home, project)
+    assert done.code == code, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines and (len(lines) == 1 or fmt == "stream-json"), done.stdout
+    result = json.loads(lines[-1])
+    assert result["type"] == "result"
+    # The stderr line, without the program's name, and the exit code with its meaning.
+    said = done.lines[-1].removeprefix("acp-memory: ")
+    assert (result["is_error"], result["error"], result["exitCode"]) == (True, said, code)
 
 
 # Output formats.
@@ -298,6 +371,9 @@ async def test_json_prints_one_result_object(home, project):
         "stopReason": "end_turn",
         "usage": {"inputTokens": 40, "outputTokens": 9},
         "memory": None,
+        "is_error": False,
+        "error": None,
+        "exitCode": 0,
     }
 
 
@@ -339,6 +415,9 @@ async def test_stream_json_prints_each_update_as_it_happens_then_the_result(home
             "delivered": True,
             "reason": None,
         },
+        "is_error": False,
+        "error": None,
+        "exitCode": 0,
     }
     assert last["usage"]["inputTokens"] > 0 and last["usage"]["outputTokens"] > 0
 
@@ -403,6 +482,25 @@ async def test_ask_mode_denies_a_write_with_a_line_unless_yes(home, project):
     assert not any("denied" in line for line in done.lines)
 
 
+@pytest.mark.subprocess
+async def test_export_writes_where_the_command_line_says_and_an_empty_session_has_nothing(
+    home, project, tmp_path
+):
+    done = await print_mode("-p", "/export", home=home, cwd=project)
+    assert (done.code, done.stdout) == (0, "nothing to export\n"), done.stderr
+    assert list(project.iterdir()) == []
+    first = await print_mode("-p", "hello", "--output-format", "json", home=home, cwd=project)
+    session_id = result_of(first)["sessionId"]
+    # Outside the workspace, where a file tool would need a permission nobody is there to give.
+    target = tmp_path / "outside" / "chat.md"
+    done = await print_mode(
+        "-p", f"/export {target}", "--resume", session_id, home=home, cwd=project
+    )
+    assert (done.code, done.stdout) == (0, f"Exported 2 messages to {target}.\n"), done.stderr
+    assert not any("denied" in line for line in done.lines)
+    assert target.read_text().startswith("# hello\n")
+
+
 # The memory console lines.
 
 
@@ -414,7 +512,19 @@ async def test_a_recall_that_reached_the_turn_says_recalled(home, project):
     done = await print_mode("-p", "What is the deploy day?", home=home, cwd=project)
     assert done.code == 0, done.stderr
     assert "From memory:" in done.stdout and "Thursday" in done.stdout
-    assert re.fullmatch(MEMORY_LINE, done.lines[0])
+    (line,) = [line for line in done.lines if line.startswith("memory:")]
+    assert re.fullmatch(MEMORY_LINE, line)
+
+
+@pytest.mark.subprocess
+async def test_a_save_says_saved_and_a_search_with_no_hit_says_nothing_found(home, project):
+    configure(home, "memory: {enable: true}\n")
+    done = await print_mode("-p", "Remember that the kettle is blue.", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    assert re.fullmatch(SAVED_LINE, done.lines[0]), done.stderr
+    done = await print_mode("-p", "What colour is the submarine?", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    assert re.fullmatch(r"memory: nothing found in \d+\.\ds \(task bg_1\)", done.lines[0])
 
 
 @pytest.mark.subprocess
@@ -458,7 +568,7 @@ async def test_the_process_waits_for_a_persist_still_running_when_the_turn_ends(
     assert done.code == 0, done.stderr
     result = result_of(done)
     assert "From memory:" not in result["result"]  # the report came too late for the turn
-    assert re.fullmatch(NOTHING_REACHED, done.lines[0])
+    assert re.fullmatch(SAVED_LINE, done.lines[0])  # too late for the turn, yet saved
     assert result["memory"] == {
         "taskId": "bg_1",
         "status": "finished",
@@ -558,6 +668,39 @@ def test_each_memory_update_has_the_seeds_console_line(update, line):
     assert memory_line(update) == line
 
 
+SUCCEEDED = {"status": "finished", "taskId": "bg_3", "taskStatus": "succeeded",
+             "durationMs": 3210}
+
+
+@pytest.mark.parametrize("delivered", [True, False])
+def test_a_run_that_saved_or_found_nothing_says_so_whether_or_not_it_reached_the_turn(
+    delivered,
+):
+    update = {**SUCCEEDED, "delivered": delivered}
+    assert memory_line(update, "saved") == "memory: saved in 3.2s (task bg_3)"
+    assert memory_line(update, "nothing found") == "memory: nothing found in 3.2s (task bg_3)"
+    failed = {**update, "taskStatus": "failed", "reason": "boom"}
+    assert memory_line(failed, "saved") == "memory: failed after 3.2s (task bg_3) - boom"
+
+
+def _tool(name: str, is_error: bool | None = None) -> TranscriptMessage:
+    return TranscriptMessage(role="tool", name=name, content="...", is_error=is_error)
+
+
+@pytest.mark.parametrize(
+    ("tools", "changed"),
+    [
+        (["memory_search", "memory_save"], True),
+        (["memory_delete"], True),
+        (["memory_search", "memory_list", "memory_mkdir"], False),
+        ([("memory_save", True)], False),  # a save that failed changed nothing
+    ],
+)
+def test_a_run_changed_the_notes_only_by_a_save_or_a_delete_that_succeeded(tools, changed):
+    messages = [_tool(*t) if isinstance(t, tuple) else _tool(t) for t in tools]
+    assert changed_notes(messages) is changed
+
+
 def test_the_reply_puts_one_blank_line_between_messages():
     reply = Reply()
     started = ToolCallStarted("call_1", "read_file", "read", {})
@@ -617,6 +760,7 @@ class _Task:
 
     def __init__(self) -> None:
         self.id = "bg_1"
+        self.result: str | None = None
         self.done = anyio.Event()
         self.record = TaskRecord(
             id="bg_1", session_id="sess_p", kind="agent", status="running",
@@ -698,7 +842,7 @@ async def test_a_run_that_settles_after_the_turn_is_told_as_the_runner_tells_it(
     task.record.error = error
     task.record.finished_at = _stamp(STARTED + timedelta(seconds=2))
     task.done.set()
-    watch.settle()
+    await watch.settle()
     finished = json.loads(out.text.splitlines()[-1])["update"]
     expected = {
         "sessionUpdate": "memory_run", "status": "finished", "taskId": "bg_1",
@@ -708,5 +852,5 @@ async def test_a_run_that_settles_after_the_turn_is_told_as_the_runner_tells_it(
         expected["reason"] = reason
     assert finished == expected
     validate_memory_run(finished, extension=False)
-    watch.settle()  # told once
+    await watch.settle()  # told once
     assert len(out.text.splitlines()) == 2

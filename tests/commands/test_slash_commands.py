@@ -200,6 +200,8 @@ async def test_export_outside_the_workspace_needs_the_users_permission(
     client = RecordingClient(permission_answers=[answer])
     async with in_process_agent(cfg, paths, client=client) as ed:
         sid = await ed.start_session(paths.cwd)
+        assert await prompt(ed, sid, "hello") == "end_turn"
+        ed.client.updates.clear()
         assert await prompt(ed, sid, f"/export {target}") == "end_turn"
         reply = said(ed, sid)
     assert len(client.permission_requests) == 1
@@ -211,9 +213,21 @@ async def test_export_to_a_folder_is_refused_in_one_line_naming_it(cfg, paths):
     (paths.cwd / "out").mkdir()
     async with in_process_agent(cfg, paths) as ed:
         sid = await ed.start_session(paths.cwd)
+        assert await prompt(ed, sid, "hello") == "end_turn"
+        ed.client.updates.clear()
         assert await prompt(ed, sid, "/export out") == "end_turn"
         reply = said(ed, sid)
     assert reply == f"Not exported: cannot write {(paths.cwd / 'out').resolve()}: Is a directory"
+
+
+async def test_export_of_a_session_with_no_messages_writes_nothing_and_says_so(cfg, paths):
+    client = RecordingClient(permission_answers=["allow_once"])
+    async with in_process_agent(cfg, paths, client=client) as ed:
+        sid = await ed.start_session(paths.cwd)
+        assert await prompt(ed, sid, "/export") == "end_turn"
+        reply = said(ed, sid)
+    assert reply == "nothing to export"
+    assert not (paths.cwd / f"{sid}.md").exists() and client.permission_requests == []
 
 
 async def test_memory_shows_the_last_run_and_the_notes_of_both_roots(paths):

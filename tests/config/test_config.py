@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
@@ -7,8 +8,9 @@ import pytest
 from pydantic import BaseModel
 
 from acp_memory.config import ConfigError, load_config, resolve_paths
-from acp_memory.config.loader import unknown_keys
+from acp_memory.config.loader import MAX_CONFIG_BYTES, unknown_keys
 from acp_memory.config.models import Config
+from acp_memory.llm.registry import api_key, resolve_provider
 
 SEED_MEMORY_DEFAULTS = {
     "enable": False,
@@ -121,7 +123,7 @@ memory:
     assert cfg.memory.dir == str(tmp_path / "notes")
     assert cfg.memory.enable is True and cfg.memory.wait_seconds == 0
     assert cfg.default_model_id() == "openai/gpt-4.1-mini"
-    assert cfg.model_ids() == ["openai/gpt-4.1-mini", "offline/default"]
+    assert cfg.model_ids() == ["openai/gpt-4.1-mini"]
 
 
 @pytest.fixture
@@ -245,3 +247,187 @@ def test_config_example_documents_and_parses_every_key():
     text = example.read_text()
     for key in keys(Config()):
         assert key.rsplit(".", 1)[-1] + ":" in text, f"config.example.yaml does not mention {key}"
+
+
+# -- with no config file, the keys in the environment pick the model ------------------------
+
+
+@pytest.mark.parametrize(
+    ("keys", "model"),
+    [
+        ({}, "offline/default"),
+        ({"OPENAI_API_KEY": "sk-o"}, "openai/gpt-4.1-mini"),
+        ({"ANTHROPIC_API_KEY": "sk-a"}, "anthropic/claude-sonnet-4-5"),
+        ({"OPENAI_API_KEY": "sk-o", "ANTHROPIC_API_KEY": "sk-a"}, "openai/gpt-4.1-mini"),
+    ],
+)
+def test_with_no_config_file_a_key_in_the_environment_picks_its_model(
+    tmp_path, monkeypatch, keys, model
+):
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    paths = _paths(tmp_path, None)
+    cfg = load_config(paths)
+    assert (cfg.default_model_id(), cfg.model_ids()) == (model, [model])
+    assert cfg.memory.enable is True
+    # Its provider is configured, with the key the environment holds (no network here).
+    provider = resolve_provider(cfg, model)
+    assert provider.name == model.partition("/")[0]
+    assert api_key(provider) == keys.get(f"{provider.type.upper()}_API_KEY", "")
+    note = cfg.take_no_file_note()
+    assert note.startswith(f"no config file at {paths.config_file}: sessions run on {model} (")
+    assert cfg.take_no_file_note() == ""  # said once
+
+
+def test_with_no_config_file_a_key_in_the_home_env_file_picks_openai(tmp_path):
+    paths = _paths(tmp_path, None)
+    (paths.home / ".env").write_text("OPENAI_API_KEY=sk-from-dotenv\n")
+    assert load_config(paths).default_model_id() == "openai/gpt-4.1-mini"
+
+
+def test_a_config_file_keeps_its_own_model_whatever_the_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-o")
+    cfg = load_config(_paths(tmp_path, "memory: {enable: true}\n"))
+    assert cfg.default_model_id() == "offline/default"
+    assert cfg.take_no_file_note() == ""
+
+
+def test_the_demo_runs_offline_whatever_the_keys(tmp_path, monkeypatch):
+    from acp_memory.demo import _prepare
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-o")
+    args = argparse.Namespace(home=str(tmp_path / "demo"), cwd=None, sessions_dir=None,
+                              log_level=None)
+    assert _prepare(args).cfg.default_model_id() == "offline/default"
+
+
+# -- the model selector -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "ids"),
+    [
+        ({}, ["offline/default"]),
+        ({"models": [{"model": "openai/a"}, {"model": "openai/b"}]}, ["openai/a", "openai/b"]),
+        ({"models": [{"model": "openai/a"}, {"model": "offline/default"}]},
+         ["openai/a", "offline/default"]),
+        ({"models": [{"model": "openai/a"}], "agent": {"model": "openai/b"}},
+         ["openai/a", "openai/b"]),
+    ],
+)
+def test_the_selectable_models_are_exactly_the_configured_ones(config, ids):
+    cfg = Config.model_validate(config)
+    assert cfg.model_ids() == ids
+    assert cfg.default_model_id() in ids
+
+
+# -- one line for every bad file ----------------------------------------------------------
+
+
+def test_a_yaml_error_is_one_line_naming_where(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_config(_paths(tmp_path, "agent: {max_turns: 3\nmemory: [\n"))
+    line = str(err.value)
+    assert "\n" not in line and "<unicode string>" not in line
+    assert line == (
+        f"{tmp_path / 'home' / 'config.yaml'}: not valid YAML at line 2, column 7: "
+        "expected ',' or '}', but got ':'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("memory: 5\n", "memory: must be a mapping of keys (key: value), not 5"),
+        ("hooks: {Stop: [3]}\n", "hooks.Stop.0: must be a mapping of keys (key: value), not 3"),
+    ],
+)
+def test_a_section_given_as_a_scalar_is_named_without_a_class_name(tmp_path, text, says):
+    with pytest.raises(ConfigError) as err:
+        load_config(_paths(tmp_path, text))
+    assert str(err.value).endswith(says)
+    assert "Config" not in str(err.value) and "HookMatcher" not in str(err.value)
+
+
+def test_a_file_that_is_not_utf8_is_one_line_naming_it(tmp_path):
+    paths = _paths(tmp_path, None)
+    paths.config_file.write_bytes(b"agent: {model: caf\xe9}\n")
+    with pytest.raises(ConfigError, match=r"config\.yaml: not UTF-8 text"):
+        load_config(paths)
+
+
+def test_off_and_warn_are_read_as_the_user_meant_them(tmp_path):
+    cfg = load_config(_paths(tmp_path, "acp: {memory_run_updates: off}\nlogging: {level: warn}\n"))
+    assert (cfg.acp.memory_run_updates, cfg.logging.level) == ("off", "warning")
+
+
+# -- bounds: size, aliases, depth ---------------------------------------------------------
+
+
+def _bomb(levels: int, width: int) -> str:
+    """The billion laughs: each level a list of `width` aliases of the level before."""
+    lines = ['l0: &l0 "lol"']
+    for n in range(1, levels):
+        lines.append(f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * width)}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_within_the_alias_bound_loads_each_shared_node_once(tmp_path):
+    # 9 levels of 9: about 4*10^7 leaves if every alias were walked again; 72 aliases.
+    cfg = load_config(_paths(tmp_path, _bomb(9, 9)))
+    top = (cfg.model_extra or {})["l8"]
+    assert len(top) == 9 and top[0] is top[8]  # expanded once, shared as YAML shared it
+
+
+def test_an_expanded_variable_is_shared_by_every_alias_of_its_node(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHO", "lol")
+    cfg = load_config(_paths(tmp_path, 'a: &a ["${WHO}"]\nb: [*a, *a]\n'))
+    b = (cfg.model_extra or {})["b"]
+    assert b == [["lol"], ["lol"]] and b[0] is b[1]
+
+
+def test_more_than_100_aliases_are_refused_in_one_line(tmp_path):
+    text = "a: &a 1\nb: [" + ", ".join(["*a"] * 101) + "]\n"
+    with pytest.raises(ConfigError) as err:
+        load_config(_paths(tmp_path, text))
+    assert str(err.value).endswith(
+        "config.yaml: more than 100 YAML aliases (*a at line 2); a config file may use at most 100"
+    )
+    load_config(_paths(tmp_path, "a: &a 1\nb: [" + ", ".join(["*a"] * 100) + "]\n"))
+
+
+@pytest.mark.parametrize("levels", [51, 100_000])
+def test_nesting_deeper_than_50_levels_is_refused_in_one_line(tmp_path, levels):
+    # The top mapping is the first level; `x: [[...]]` adds one per bracket.
+    text = "x: " + "[" * (levels - 1) + "]" * (levels - 1) + "\n"
+    with pytest.raises(ConfigError) as err:
+        load_config(_paths(tmp_path, text))
+    assert str(err.value).endswith(
+        "config.yaml: nested deeper than 50 levels (line 1); a config file may nest at most 50"
+    )
+
+
+def test_fifty_levels_load(tmp_path):
+    cfg = load_config(_paths(tmp_path, "x: " + "[" * 49 + "]" * 49 + "\n"))
+    assert "x" in (cfg.model_extra or {})
+
+
+def test_aliases_count_as_deep_as_the_node_they_name(tmp_path):
+    deep = "[" * 30 + "]" * 30
+    text = f"a: &a {deep}\nb: {'[' * 30}*a{']' * 30}\n"
+    with pytest.raises(ConfigError, match="nested deeper than 50 levels"):
+        load_config(_paths(tmp_path, text))
+
+
+def test_an_alias_inside_its_own_node_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"the YAML alias \*a at line 1 is inside the node"):
+        load_config(_paths(tmp_path, "a: &a [1, *a]\n"))
+
+
+def test_a_file_over_1_mib_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_config(_paths(tmp_path, "#" * MAX_CONFIG_BYTES + "\n"))
+    assert str(err.value).endswith(
+        "config.yaml: larger than 1 MiB; a config file is at most 1 MiB (1048576 bytes)"
+    )
+    load_config(_paths(tmp_path, "#" * (MAX_CONFIG_BYTES - 1) + "\n"))

@@ -26,7 +26,7 @@ def changed_lines(before: str, after: str) -> list[str]:
 
 def test_a_changed_value_is_the_only_change_in_the_commented_example():
     text = EXAMPLE.read_text()
-    edited = set_keys(text, "memory", {"wait_seconds": 5, "enable": False, "keep_runs": 20})
+    edited = set_keys(text, "memory", {"wait_seconds": 5, "enable": True, "keep_runs": 20})
     assert changed_lines(text, edited) == [
         "-  wait_seconds: 20              # how long a turn waits for the report before its "
         "first model call",

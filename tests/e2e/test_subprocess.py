@@ -221,3 +221,56 @@ async def test_a_bad_cwd_flag_answers_initialize_then_names_the_folder_on_sessio
         with pytest.raises(RequestError) as err:
             await ed.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
     assert f"--cwd {missing}: No such file or directory" in str(err.value)
+
+
+def _acp_script(tmp_path, *flags: str, lines: list[dict]) -> subprocess.CompletedProcess[bytes]:
+    """`acp-memory acp FLAGS` fed `lines` then end of input, as a harness script drives it."""
+    env = {**os.environ, "ACP_MEMORY_HOME": str(tmp_path / "home")}
+    return subprocess.run(
+        [sys.executable, "-m", "acp_memory", "acp", *flags],
+        input=b"".join(json.dumps(line).encode() + b"\n" for line in lines),
+        capture_output=True, env=env, timeout=60, check=False,
+    )
+
+
+def test_a_harness_script_opens_its_session_id_without_mcp_servers_and_sees_its_history(
+    tmp_path,
+):
+    from acp_memory.sessions.model import TranscriptMessage
+    from acp_memory.sessions.store import SessionStore
+
+    sid = "sess_00000000000000000000abcd"
+    store = SessionStore(tmp_path / "home" / "sessions")
+    store.create(
+        cwd=str(tmp_path), model_id="offline/default", session_id=sid,
+        messages=[TranscriptMessage(role="user", content="the code is 4711"),
+                  TranscriptMessage(role="assistant", content="Noted.")],
+    ).close()
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+    new = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path)}}
+    done = _acp_script(tmp_path, "--session-id", sid, lines=[init, new])
+    assert done.returncode == 0, done.stderr
+    sent = [json.loads(line) for line in done.stdout.splitlines()]
+    answer_at = next(i for i, m in enumerate(sent) if m.get("id") == 2)
+    assert sent[answer_at]["result"]["sessionId"] == sid
+    replayed = [m["params"]["update"] for m in sent[answer_at + 1 :]
+                if m["params"]["update"]["sessionUpdate"] != "available_commands_update"]
+    assert [(u["sessionUpdate"], u["content"]["text"]) for u in replayed] == [
+        ("user_message_chunk", "the code is 4711"), ("agent_message_chunk", "Noted."),
+    ]
+
+
+@pytest.mark.parametrize("bad", ["sess_nothex", "../../etc", "SESS_0123456789ABCDEF01234567"])
+def test_an_invalid_session_id_flag_is_one_clear_line_and_exit_2(tmp_path, bad):
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+    new = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path)}}
+    done = _acp_script(tmp_path, "--session-id", bad, lines=[init, new])
+    line = f"--session-id {bad!r}: not a session id"
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines() == [
+        f"acp-memory: {line} (sess_ and 24 lowercase hex digits)"
+    ]
+    initialized, refused = (json.loads(m) for m in done.stdout.splitlines())
+    assert initialized["result"]["protocolVersion"] == 1  # the editor still hears why
+    assert line in refused["error"]["message"]
+    assert not (tmp_path / "home" / "sessions").exists()

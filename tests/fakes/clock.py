@@ -10,7 +10,32 @@
 
 from __future__ import annotations
 
+from types import TracebackType
+
 import anyio
+
+
+class _Timer:
+    """A scope on the fake clock: pending until its deadline, its cancel or its block's end."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.scope = anyio.CancelScope()
+        self.open = True
+
+    def __enter__(self) -> anyio.CancelScope:
+        return self.scope.__enter__()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        # A bound whose block ended is no longer waited on, however it ended.
+        self.open = False
+        return bool(self.scope.__exit__(kind, exc, tb))
+
+    @property
+    def pending(self) -> bool:
+        return self.open and not self.scope.cancel_called
 
 
 class FakeClock:
@@ -18,22 +43,22 @@ class FakeClock:
 
     def __init__(self) -> None:
         self._now = 0.0
-        self._timers: list[tuple[float, anyio.CancelScope]] = []
+        self._timers: list[_Timer] = []
         self._added = anyio.Event()
 
     def now(self) -> float:
         return self._now
 
-    def move_on_after(self, seconds: float | None) -> anyio.CancelScope:
-        scope = anyio.CancelScope()
+    def move_on_after(self, seconds: float | None) -> _Timer:
+        timer = _Timer(self._now + seconds if seconds is not None else float("inf"))
         if seconds is not None:
             if seconds <= 0:
-                scope.cancel()
+                timer.scope.cancel()
             else:
-                self._timers.append((self._now + seconds, scope))
+                self._timers.append(timer)
                 self._added.set()
                 self._added = anyio.Event()
-        return scope
+        return timer
 
     async def until_pending(self, count: int) -> list[float]:
         """Wait until `count` timers are pending; their deadlines (bound it with fail_after)."""
@@ -43,11 +68,12 @@ class FakeClock:
 
     def pending(self) -> list[float]:
         """Deadlines of the scopes still open and not yet reached."""
-        return sorted(d for d, s in self._timers if not s.cancel_called)
+        self._timers = [t for t in self._timers if t.open]
+        return sorted(t.deadline for t in self._timers if t.pending)
 
     def advance(self, seconds: float) -> None:
         self._now += seconds
-        due = [(d, s) for d, s in self._timers if d <= self._now]
+        due = [t for t in self._timers if t.deadline <= self._now]
         for timer in due:
             self._timers.remove(timer)
-            timer[1].cancel()
+            timer.scope.cancel()

@@ -84,10 +84,11 @@ async def test_a_blocked_prompt_is_refused_with_no_model_call_and_no_memory_run(
     paths, tmp_path, how
 ):
     kit = HookKit(tmp_path / "hooks")
+    blocker = kit.command(**BLOCKS[how])
     async with MemoryRoutedOpenAI() as server:
         cfg = with_hooks(
             memory_config(server),
-            UserPromptSubmit=[group(kit.command(**BLOCKS[how]))],
+            UserPromptSubmit=[group(blocker)],
             Stop=[group(kit.command())],
         )
         async with turn_agent(cfg, paths) as (ed, _):
@@ -95,7 +96,8 @@ async def test_a_blocked_prompt_is_refused_with_no_model_call_and_no_memory_run(
             assert await prompt(ed, sid, "my password is hunter2") == "refusal"
             reply = said(ed, sid)
             updates = memory_updates(ed)
-    assert reply == REASONS[how]
+    # The agent's message names the hook and its reason: no one mistakes it for the model.
+    assert reply == f"blocked by UserPromptSubmit hook {blocker!r}: {REASONS[how]}"
     assert server.requests == [] and updates == [] and task_dirs(paths, sid) == []
     assert stored_messages(paths, sid) == []  # the refused prompt is not in the transcript
     assert kit.events("Stop") == []
@@ -140,13 +142,14 @@ async def test_timeouts_and_other_exit_codes_are_ignored_and_print_nothing_into_
 @pytest.mark.parametrize("how", sorted(BLOCKS))
 async def test_a_blocked_tool_call_fails_with_the_reason_and_the_turn_goes_on(paths, tmp_path, how):
     kit = HookKit(tmp_path / "hooks")
+    blocker = kit.command(**BLOCKS[how])
     async with FakeOpenAI() as server:
         server.script(
             tool_calls(call("write_file", {"path": "out.txt", "content": "x"})), text("gave up")
         )
         cfg = with_hooks(
             fake_config(server.base_url),
-            PreToolUse=[group(kit.command(**BLOCKS[how]), matcher="write_file|edit_file")],
+            PreToolUse=[group(blocker, matcher="write_file|edit_file")],
             PostToolUse=[group(kit.command())],
         )
         async with turn_agent(cfg, paths) as (ed, _):
@@ -156,7 +159,7 @@ async def test_a_blocked_tool_call_fails_with_the_reason_and_the_turn_goes_on(pa
     assert not (paths.cwd / "out.txt").exists()
     assert finished.status == "failed"
     result = [m for m in server.requests[1].messages if m["role"] == "tool"][-1]["content"]
-    assert REASONS[how] in result and "PreToolUse hook" in result
+    assert result == f"Error: blocked by PreToolUse hook {blocker!r}: {REASONS[how]}"
     (pre,) = kit.events("PreToolUse")
     assert pre["tool_name"] == "write_file"
     assert pre["tool_input"] == {"path": "out.txt", "content": "x"}

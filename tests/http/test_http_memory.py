@@ -3,6 +3,8 @@ written (redacted, bounded), deleted and folders made, with the tools' path rule
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from httpkit import Api, served
 
@@ -195,3 +197,60 @@ async def test_the_memory_routes_of_an_unknown_session_are_404(paths):
     async with served(Config(), paths) as api:
         resp = await api.client.get(memory_url("sess_" + "1" * 24, "tree"))
     assert resp.status_code == 404
+
+
+async def test_project_is_taken_as_workspace_and_answers_say_workspace(paths):
+    async with served(Config(), paths) as api:
+        sid = await api.new_session()
+        saved = await put(api, sid, "project", "notes/a.md", "tabs\n")
+        made = (await api.client.post(
+            memory_url(sid, "dir"), json={"root": "project", "path": "made"}
+        )).json()
+        top = (await api.client.get(memory_url(sid, "tree"), params={"root": "project"})).json()
+        found = (await api.client.get(
+            memory_url(sid, "search"), params={"q": "tabs", "root": "project"}
+        )).json()
+        bad = await api.client.get(
+            memory_url(sid, "file"), params={"root": "project", "path": "notes/a.pdf"}
+        )
+    assert (saved["root"], made["root"], top["root"]) == ("workspace",) * 3
+    assert [(h["root"], h["path"]) for h in found["hits"]] == [("workspace", "notes/a.md")]
+    assert (paths.cwd / "memory" / "notes" / "a.md").read_text() == "tabs\n"
+    assert bad.status_code == 400
+    assert bad.json()["error"]["message"].startswith("workspace:notes/a.pdf is not a note path")
+
+
+async def test_a_workspace_root_linking_out_of_the_workspace_is_absent(paths, tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "theirs.md").write_text("not ours\n")
+    (paths.cwd / "memory").symlink_to(outside)
+    refusal = (f"project root {paths.cwd / 'memory'} links outside the workspace to {outside}; "
+               "set memory.project_root_symlinks: allow")
+    async with served(Config(), paths) as api:
+        sid = await api.new_session()
+        tree = (await api.client.get(memory_url(sid, "tree"))).json()
+        refused = [
+            await api.client.get(memory_url(sid, "tree"), params={"root": "workspace"}),
+            await api.client.get(
+                memory_url(sid, "file"), params={"root": "workspace", "path": "theirs.md"}
+            ),
+            await api.client.put(
+                memory_url(sid, "file"),
+                json={"root": "workspace", "path": "theirs.md", "content": "overwritten"},
+            ),
+            await api.client.delete(
+                memory_url(sid, "file"), params={"root": "workspace", "path": "theirs.md"}
+            ),
+            await api.client.post(memory_url(sid, "dir"), json={"root": "workspace", "path": "d"}),
+            await api.client.get(
+                memory_url(sid, "search"), params={"q": "ours", "root": "workspace"}
+            ),
+        ]
+        both = (await api.client.get(memory_url(sid, "search"), params={"q": "ours"})).json()
+    assert [r["root"] for r in tree["roots"]] == ["global"]
+    for resp in refused:
+        assert (resp.status_code, resp.json()["error"]["message"]) == (400, refusal)
+    assert both["hits"] == []
+    assert os.listdir(outside) == ["theirs.md"]
+    assert (outside / "theirs.md").read_text() == "not ours\n"

@@ -1,5 +1,6 @@
 """/v1 over a real socket: the modes as models, chat completions with and without streaming
-in OpenAI's shapes, and X-Coddy-Session-ID continuing a session."""
+in OpenAI's shapes, the body's conversation starting a session, and X-Coddy-Session-Id
+continuing one."""
 
 from __future__ import annotations
 
@@ -9,14 +10,18 @@ from typing import Any
 
 import anyio
 import pytest
+from engine.turnkit import fake_config
+from fakes.openai_server import FakeOpenAI
+from fakes.script import text
 from httpkit import BOUND_S, HeldProvider, served, use_model
 
 from acp_memory.config import Config
+from acp_memory.engine.prompt import TURN_CONTEXT_OPEN
 from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent
 
 pytestmark = pytest.mark.anyio
 
-HEADER = "X-Coddy-Session-ID"
+HEADER = "X-Coddy-Session-Id"
 
 
 def chat(text: str, model: str = "agent", **extra: Any) -> dict[str, Any]:
@@ -56,8 +61,109 @@ async def test_a_completion_answers_in_openais_shape_with_the_session_in_a_heade
     assert choice["index"] == 0 and choice["finish_reason"] == "stop"
     assert choice["message"]["role"] == "assistant"
     assert 'You said: "Hello there"' in choice["message"]["content"]
-    assert "This is message 1 of our conversation." in choice["message"]["content"]
+    # The body's conversation is the session's: the earlier turn came first.
+    assert "This is message 2 of our conversation." in choice["message"]["content"]
+    assert 'Your previous message was: "an earlier turn"' in choice["message"]["content"]
     assert record["mode"] == "ask" and record["cwd"] == str(paths.cwd)
+    usage = completion["usage"]
+    assert set(usage) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+
+def _said(request: Any) -> list[tuple[str, str]]:
+    """The conversation a model request carried, as (role, text): no system message, no
+    turn context."""
+    return [
+        (m["role"], m["content"]) for m in request.messages
+        if m["role"] != "system" and not str(m["content"]).startswith(TURN_CONTEXT_OPEN)
+    ]
+
+
+async def test_without_the_header_the_model_sees_the_body_s_earlier_messages(paths):
+    body = {
+        "model": "agent",
+        "messages": [
+            {"role": "system", "content": "You are a pirate."},
+            {"role": "user", "content": "My name is Ada."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Hello Ada."}]},
+            {"role": "assistant", "content": None},  # no text: nothing to replay
+            {"role": "user", "content": "What is my name?"},
+        ],
+    }
+    async with FakeOpenAI(default=text("Ada.", usage=(30, 4))) as model:
+        async with served(fake_config(model.base_url), paths) as api:
+            resp = await api.client.post("/v1/chat/completions", json=body)
+            sid = resp.headers[HEADER]
+            stored = (await api.client.get(f"/coddy/sessions/{sid}/messages")).json()
+            record = (await api.client.get(f"/coddy/sessions/{sid}")).json()
+    assert resp.status_code == 200, resp.text
+    [request] = model.requests
+    assert _said(request) == [
+        ("user", "My name is Ada."), ("assistant", "Hello Ada."), ("user", "What is my name?"),
+    ]
+    assert all("pirate" not in json.dumps(m) for m in request.messages)
+    assert [(m["role"], m["content"]) for m in stored["messages"]] == [
+        ("user", "My name is Ada."), ("assistant", "Hello Ada."),
+        ("user", "What is my name?"), ("assistant", "Ada."),
+    ]
+    assert record["title"] == "My name is Ada."
+    assert resp.json()["usage"] == {"prompt_tokens": 30, "completion_tokens": 4,
+                                    "total_tokens": 34}
+
+
+async def test_with_the_header_the_session_s_history_is_the_conversation(paths):
+    async with FakeOpenAI(default=text("Noted.")) as model:
+        async with served(fake_config(model.base_url), paths) as api:
+            first = await api.client.post("/v1/chat/completions", json=chat("First words"))
+            sid = first.headers[HEADER]
+            body = {"model": "agent", "messages": [
+                {"role": "user", "content": "a turn this session never had"},
+                {"role": "assistant", "content": "nor this"},
+                {"role": "user", "content": "Second words"},
+            ]}
+            second = await api.client.post(
+                "/v1/chat/completions", json=body, headers={HEADER: sid}
+            )
+    assert second.status_code == 200, second.text
+    assert _said(model.requests[-1]) == [
+        ("user", "First words"), ("assistant", "Noted."), ("user", "Second words"),
+    ]
+
+
+async def test_a_streamed_completion_asked_for_usage_ends_with_a_usage_chunk(paths):
+    async with FakeOpenAI(default=text("Streamed.", usage=(21, 5))) as model:
+        async with served(fake_config(model.base_url), paths) as api:
+            body = chat("Count me", stream=True, stream_options={"include_usage": True})
+            async with api.client.stream("POST", "/v1/chat/completions", json=body) as resp:
+                lines = [line async for line in resp.aiter_lines() if line]
+            async with api.client.stream(
+                "POST", "/v1/chat/completions", json=chat("Count me", stream=True)
+            ) as resp:
+                plain = [line async for line in resp.aiter_lines() if line]
+    assert lines[-1] == "data: [DONE]"
+    chunks = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+    last = chunks[-1]
+    assert (last["object"], last["id"], last["choices"]) == (
+        "chat.completion.chunk", chunks[0]["id"], []
+    )
+    assert last["usage"] == {"prompt_tokens": 21, "completion_tokens": 5, "total_tokens": 26}
+    assert all("usage" not in json.loads(line.removeprefix("data: ")) for line in plain[:-1])
+
+
+async def test_the_session_header_goes_out_in_go_s_canonical_casing(paths):
+    async with served(Config(), paths) as api:
+        resp = await api.client.post("/v1/chat/completions", json=chat("hi"))
+        async with api.client.stream(
+            "POST", "/v1/chat/completions", json=chat("hi", stream=True)
+        ) as streamed:
+            streamed_names = [name for name, _ in streamed.headers.raw]
+            await streamed.aread()
+    # The bytes as they came off the socket (httpx keeps the names' casing in .raw).
+    names = [name for name, _ in resp.headers.raw]
+    assert HEADER.encode() in names and HEADER.encode() in streamed_names
+    assert HEADER.lower().encode() not in names
 
 
 async def test_the_session_header_continues_the_session_and_the_model_switches_its_mode(paths):
@@ -157,6 +263,15 @@ BAD_COMPLETIONS = [
      "no user message"),
     ({"model": "agent", "messages": []}, {}, 400, "messages"),
     (chat("   "), {}, 400, "no text"),
+    ({"model": "agent", "messages": [
+        {"role": "user", "content": "run it"},
+        {"role": "tool", "content": "done", "tool_call_id": "call_1"},
+        {"role": "user", "content": "and now?"},
+    ]}, {}, 400, "messages[1]: a 'tool' message cannot be replayed"),
+    ({"model": "agent", "messages": [
+        {"role": "function", "name": "f", "content": "done"},
+        {"role": "user", "content": "and now?"},
+    ]}, {}, 400, "messages[0]: a 'function' message cannot be replayed"),
     (chat("hi"), {HEADER: "sess_" + "2" * 24}, 404, "session not found"),
 ]
 

@@ -66,3 +66,24 @@ async def test_an_unknown_task_is_404_and_a_bad_tail_is_400(paths):
     assert "bg_9" in missing.json()["error"]["message"]
     assert bad_tail.status_code == 400 and "tail" in bad_tail.json()["error"]["message"]
     assert listing["tasks"] == []
+
+
+async def test_a_memory_run_stopped_by_its_sessions_delete_brings_no_pool_back(paths):
+    held = HeldProvider()
+    async with served(memory_config(wait_seconds=0, keep_runs=1), paths) as api:
+        use_model(api, held, child=True)
+        sid = await api.new_session()
+        assert (await api.prompt(sid, "What do I like?")).json()["stopReason"] == "end_turn"
+        with anyio.fail_after(BOUND_S):
+            await held.started.wait()
+        (run,) = api.runner.memory_runs[sid]
+        assert (await api.client.delete(f"/coddy/sessions/{sid}")).status_code == 200
+        # The stopped run's bookkeeping (its delivery line, then retention) runs after the
+        # delete: each step is spawned before the one before it ends.
+        with anyio.fail_after(BOUND_S):
+            waited = 0
+            while waited < len(run._pending):
+                await run._pending[waited].wait()
+                waited += 1
+        assert sid not in api.runner._pools
+    assert not (paths.sessions_dir / sid).exists()

@@ -260,3 +260,18 @@ async def test_a_stray_or_malformed_response_is_ignored(cfg, paths, response):
     async with raw_agent(cfg, paths) as peer:
         await peer.send_json(response)
         await _still_serving(peer, msg_id=12)
+
+
+async def test_session_new_and_load_without_mcp_servers_take_an_empty_list(cfg, paths):
+    # The schema requires mcpServers; scripts written for the reference agent leave it out.
+    async with raw_agent(cfg, paths) as peer:
+        await peer.call("initialize", {"protocolVersion": 1})
+        created = await peer.call("session/new", {"cwd": str(paths.cwd)}, msg_id=2)
+        sid = created["result"]["sessionId"]
+        await peer.send_json({"jsonrpc": "2.0", "id": 3, "method": "session/load",
+                              "params": {"sessionId": sid, "cwd": str(paths.cwd)}})
+        while "id" not in (loaded := await peer.recv()):  # past the session's updates
+            assert loaded["method"] == "session/update"
+    assert loaded["id"] == 3 and "modes" in loaded["result"]
+    record = json.loads((paths.sessions_dir / sid / "session.json").read_text())
+    assert record["mcpServers"] == []

@@ -143,6 +143,45 @@ async def test_a_600_character_cyrillic_fact_is_saved_whole(child, store) -> Non
     assert body == fact + "\n"
 
 
+@pytest.mark.parametrize(
+    ("message", "saved"),
+    [
+        (
+            "The deploy codeword is PURPLE-HAT-42; this fact should be remembered for future "
+            "sessions.",
+            "The deploy codeword is PURPLE-HAT-42.",
+        ),
+        (
+            "The deploy codeword is PURPLE-HAT-42. This should be remembered.",
+            "The deploy codeword is PURPLE-HAT-42.",
+        ),
+        ("From now on, answer in British English.", "From now on, answer in British English."),
+        ("Going forward, we squash every merge.", "Going forward, we squash every merge."),
+        ("Keep this in memory: the build uses Bazel.", "The build uses Bazel."),
+        ("For later: the API token rotates on Mondays.", "The API token rotates on Mondays."),
+        ("На будущее: сервер называется bramble.", "Сервер называется bramble."),
+        (
+            "Кодовое слово — ЗЕЛЁНЫЙ-КИТ-7, это нужно знать для будущих сессий.",
+            "Кодовое слово — ЗЕЛЁНЫЙ-КИТ-7.",
+        ),
+        ("Впредь отвечай по-русски.", "Впредь отвечай по-русски."),
+        ("Отныне мы пишем тесты первыми.", "Отныне мы пишем тесты первыми."),
+    ],
+)
+async def test_a_message_meant_to_last_saves_the_sentence_carrying_the_fact(
+    child, store, message, saved
+) -> None:
+    run = await child(message)
+    assert list(notes(store.roots.global_root).values()) == [saved + "\n"]
+    assert run.report == f"Saved to global memory: {saved}"
+
+
+async def test_a_question_about_what_lasts_saves_nothing(child, store) -> None:
+    run = await child("What should be remembered for future sessions?")
+    assert notes(store.roots.global_root) == {}
+    assert "memory_save" not in run.calls()
+
+
 async def test_a_fact_already_on_disk_is_verified_and_skipped(child, store) -> None:
     store.write("global:editor.md", "I prefer tabs.\n")
     run = await child("Remember that I prefer tabs.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from acp_memory.cli import build_parser, main
+from acp_memory.memory import store as store_module
 
 Run = Callable[..., tuple[int, str, str]]
 REPO = Path(__file__).resolve().parents[2]
@@ -240,16 +242,20 @@ def test_a_failing_write_is_one_line_naming_the_note_and_the_file(
 ) -> None:
     seed(tmp_path)
     root = tmp_path / "h" / "memory"
-    # A read-only folder does not stop root, so the lock file is a folder instead: the write
-    # fails the same way, with an OSError naming the file.
-    (root / ".acp-memory.lock").mkdir()
+    # A read-only folder does not stop root: the file system's refusal is played instead.
+    def refused(path: Path, *args: object, **kwargs: object) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(store_module, "write_atomic", refused)
+    monkeypatch.setattr(store_module.shutil, "rmtree", refused)
     editor(tmp_path, monkeypatch, "import sys; open(sys.argv[1], 'a').write(' and more')\n")
     argv = ("edit", "global:infra/deploy.md") if action == "edit" else ("rm", "-r", "-y",
                                                                         "global:infra")
     code, out, err = run(*argv)
     verb = "save global:infra/deploy.md" if action == "edit" else "delete global:infra"
+    file = root / "infra" / ("deploy.md" if action == "edit" else "")
     assert (code, out) == (1, "")
-    assert err.startswith(f"acp-memory notes: cannot {verb}: {root / '.acp-memory.lock'}: ")
+    assert err.startswith(f"acp-memory notes: cannot {verb}: {file}: Permission denied")
     assert len(err.splitlines()) == 1
     assert (root / "infra" / "deploy.md").read_text() == "Rotate the deploy keys monthly."
 
@@ -269,3 +275,78 @@ def test_each_notes_action_has_a_description_and_explains_scope_paths(
     text = " ".join(actions[action].format_help().split())
     assert "scope:path" in text and example in text
     assert "global:prefs.md" in " ".join(notes.format_help().split())
+
+
+def test_search_limit_0_is_a_usage_error(run: Run, tmp_path: Path) -> None:
+    seed(tmp_path)
+    assert run("search", "deploy", "--limit", "0") == (
+        2, "", "acp-memory notes: --limit must be at least 1\n"
+    )
+
+
+def test_a_search_cut_by_the_limit_says_how_many_matched(run: Run, tmp_path: Path) -> None:
+    seed(tmp_path)
+    (tmp_path / "w" / "memory" / "deploy.md").write_text("We deploy on Fridays.")
+    code, out, _ = run("search", "deploy", "--limit", "1")
+    assert code == 0 and out.startswith(
+        "showing 1 of 2 matching notes for 'deploy' in global and project (best first):\n"
+    )
+    code, out, _ = run("search", "deploy", "--limit", "2")
+    assert out.startswith("2 matching notes for 'deploy' in global and project (best first):")
+
+
+def test_workspace_names_the_project_root_in_paths_and_scopes(run: Run, tmp_path: Path) -> None:
+    seed(tmp_path)
+    assert run("show", "workspace:cats.md")[1] == "Кошки спят днём."
+    code, out, _ = run("search", "кошка", "--scope", "workspace")
+    assert code == 0 and out.startswith("1 matching note for 'кошка' in project (best first):")
+    assert "[1] project:cats.md" in out
+
+
+def test_a_project_root_linking_out_of_the_workspace_is_left_out_with_one_warning(
+    tmp_path: Path,
+) -> None:
+    seed(tmp_path)
+    outside = tmp_path / "elsewhere"
+    (tmp_path / "w" / "memory").rename(outside)
+    (tmp_path / "w" / "memory").symlink_to(outside)
+    refusal = (f"project root {tmp_path / 'w' / 'memory'} links outside the workspace to "
+               f"{outside}; set memory.project_root_symlinks: allow")
+
+    def notes(*argv: str) -> subprocess.CompletedProcess[str]:
+        # A real process: the warning is what the CLI's logging prints.
+        return subprocess.run(
+            [sys.executable, "-m", "acp_memory", "notes", *argv, "--home", str(tmp_path / "h"),
+             "--cwd", str(tmp_path / "w")],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+
+    listed = notes("list")
+    assert listed.returncode == 0 and listed.stdout.startswith("global: (1 entry)")
+    assert "project" not in listed.stdout
+    assert listed.stderr == f"acp-memory: {refusal}\n"
+    shown = notes("show", "project:cats.md")
+    assert (shown.returncode, shown.stdout, shown.stderr) == (
+        1, "", f"acp-memory notes: {refusal}\n"
+    )
+
+
+@pytest.mark.parametrize("argv", [("list",), ("search", "deploy"), ("show", "global:long.md")])
+def test_a_closed_stdout_ends_quietly_with_the_usual_status(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    seed(tmp_path)
+    (tmp_path / "h" / "memory" / "long.md").write_text("deploy line\n" * 50_000)
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader left before the first line, as `| head -0` would
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "acp_memory", "notes", *argv, "--home", str(tmp_path / "h"),
+             "--cwd", str(tmp_path / "w")],
+            stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60, cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (0, "")

@@ -337,6 +337,14 @@ async def test_the_tool_saves_a_named_note_in_each_scope_and_says_created_or_upd
     assert not err and (paths.home / "memory" / "todo.txt").read_text() == "Buy milk."
 
 
+async def test_the_tool_takes_project_for_workspace_and_answers_workspace(paths, run_tool):
+    out, err = await run_tool(scope="project", path="testing", content="Run pytest -q.")
+    assert not err and out == "saved new note workspace:testing.md (14 bytes)."
+    assert (paths.cwd / "memory" / "testing.md").read_text() == "Run pytest -q."
+    out, err = await run_tool(scope="project", path="testing", delete="true")
+    assert not err and out == "deleted note workspace:testing.md."
+
+
 @pytest.mark.parametrize(
     ("path", "why"),
     [

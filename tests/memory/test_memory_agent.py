@@ -183,6 +183,14 @@ def test_the_task_text_is_cut_at_32_kib_on_a_character_boundary() -> None:
     )
 
 
+def test_an_ascii_message_over_32_kib_is_cut_too() -> None:
+    message = "a" * TASK_LIMIT_BYTES + "b" * 100
+    task = memory_task_text(message)
+    assert task == "a" * TASK_LIMIT_BYTES + (
+        "\n\n[acp-memory: the message was cut here, after 32768 of its 32868 bytes of UTF-8]"
+    )
+
+
 def test_a_task_of_at_most_32_kib_is_the_message_itself() -> None:
     exact = "ж" * (TASK_LIMIT_BYTES // 2)
     assert memory_task_text(exact) == exact

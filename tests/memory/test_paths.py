@@ -22,7 +22,16 @@ def test_scoped_path_resolves_under_its_root(roots: Roots) -> None:
     assert roots.locate("global:").is_root and roots.locate("global").is_root
 
 
-@pytest.mark.parametrize("bad", ["notes/todo.md", "todo.md", "workspace:a.md", "home:a.md", ""])
+@pytest.mark.parametrize("text", ["workspace:architecture/api.md", "workspace", "workspace:"])
+def test_workspace_is_the_project_root_under_the_name_http_and_the_inline_tool_use(
+    roots: Roots, text: str
+) -> None:
+    loc = roots.locate(text)
+    assert loc.scope == "project" and loc.root == roots.project_root
+    assert loc.display == "project:" + text.partition(":")[2]
+
+
+@pytest.mark.parametrize("bad", ["notes/todo.md", "todo.md", "work:a.md", "home:a.md", ""])
 def test_bare_path_or_unknown_scope_names_the_expected_form(roots: Roots, bad: str) -> None:
     with pytest.raises(MemoryPathError, match=r"scope"):
         roots.locate(bad)

@@ -97,6 +97,20 @@ def test_scope_limits_the_search(store: MemoryStore) -> None:
     assert sorted(paths(store, "shared")) == ["global:g.md", "project:p.md"]
 
 
+def test_a_search_cut_by_the_limit_counts_every_match_of_the_answering_tier(
+    store: MemoryStore,
+) -> None:
+    for i in range(3):
+        store.save(f"pear {i}", "ripe pear", "global")
+    store.save("pear tree", "a pear", "project")
+    store.save("orchard", "ripe apples", "global")  # matches one word only: a lower tier
+    hits = store.search("ripe pear", "both", 2)
+    assert (len(hits), hits.total) == (2, 4)
+    assert store.search("ripe pear", "global", 8).total == 3
+    assert store.search("ripe pear", "global", 1).total == 3
+    assert store.search("walnut", "both", 1).total == 0
+
+
 @pytest.mark.parametrize("notify", [True, False], ids=["inotify", "walk-only"])
 def test_hand_edits_new_files_and_deletions_are_seen_by_the_next_search(
     store: MemoryStore, notify: bool, monkeypatch: pytest.MonkeyPatch

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from acp_memory.memory import store as store_module
 from acp_memory.memory.naming import MAX_NAME_CHARS, name_from_title
 from acp_memory.memory.roots import Roots
-from acp_memory.memory.store import LOCK_NAME, MemoryStore, NoteError
+from acp_memory.memory.store import LEGACY_LOCK_NAME, MemoryStore, NoteError
 
 
 def test_list_shows_one_level_with_size_and_mtime(store: MemoryStore) -> None:
@@ -148,17 +149,79 @@ def test_delete_removes_a_note_or_a_folder_tree_but_never_a_root(store: MemorySt
         store.delete("global:gone.md")
 
 
-def test_lock_file_is_a_hidden_file_in_the_root(store: MemoryStore) -> None:
-    store.save("x", "y", "global")
-    assert (store.roots.global_root / LOCK_NAME).exists()
-    assert [e.loc.display for e in store.list_dir("global:")[1]] == ["global:x.md"]
+def test_writes_leave_no_lock_file_in_the_root_people_commit(store: MemoryStore) -> None:
+    store.save("x", "y", "project")
+    store.mkdir("project:folder")
+    store.delete("project:folder")
+    assert os.listdir(store.roots.project_root) == ["x.md"]
+
+
+def test_the_lock_file_earlier_versions_left_in_a_root_goes_at_the_next_write(
+    store: MemoryStore,
+) -> None:
+    root = store.roots.project_root
+    assert root is not None
+    root.mkdir(parents=True)
+    (root / LEGACY_LOCK_NAME).touch()
+    store.save("x", "y", "project")
+    assert os.listdir(root) == ["x.md"]
+
+
+def test_two_homes_on_one_project_take_the_same_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "work" / "memory"
+    first = MemoryStore(Roots(tmp_path / "h1" / "memory", project), tmp_path / "c1")
+    second = MemoryStore(Roots(tmp_path / "h2" / "memory", project), tmp_path / "c2",
+                         lock_timeout=0.05)
+    write_atomic = store_module.write_atomic
+
+    def the_other_home_writes_meanwhile(path: Path, data: bytes) -> None:
+        # `first` holds the project root's lock here: `second` must wait for it.
+        monkeypatch.setattr(store_module, "write_atomic", write_atomic)
+        with pytest.raises(NoteError, match="project root is locked by another process"):
+            second.write("project:b.md", "from the second home")
+        write_atomic(path, data)
+
+    monkeypatch.setattr(store_module, "write_atomic", the_other_home_writes_meanwhile)
+    first.write("project:a.md", "from the first home")
+    assert os.listdir(project) == ["a.md"]
+
+
+@pytest.mark.parametrize("action", ["save", "mkdir", "delete"])
+def test_a_folder_swapped_for_a_link_out_of_the_root_before_the_lock_is_refused_under_it(
+    store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, action: str
+) -> None:
+    root = store.roots.global_root
+    store.write("global:notes/keep.md", "inside")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.md").write_text("theirs")
+    acquire = store_module._acquire
+
+    def swap_once_locked(fd: int, scope: str, timeout: float) -> None:
+        # Between the path's first check and the work: the race the check under the lock closes.
+        acquire(fd, scope, timeout)
+        shutil.rmtree(root / "notes")
+        (root / "notes").symlink_to(outside, target_is_directory=True)
+
+    monkeypatch.setattr(store_module, "_acquire", swap_once_locked)
+    work = {
+        "save": lambda: store.write("global:notes/victim.md", "overwritten"),
+        "mkdir": lambda: store.mkdir("global:notes/made"),
+        "delete": lambda: store.delete("global:notes/victim.md"),
+    }[action]
+    with pytest.raises(NoteError, match="resolves outside the global root"):
+        work()
+    assert os.listdir(outside) == ["victim.md"]
+    assert (outside / "victim.md").read_text() == "theirs"
 
 
 def test_a_root_locked_by_another_process_is_a_clear_error_not_a_hang(tmp_path: Path) -> None:
     root = tmp_path / "memory"
     root.mkdir()
     store = MemoryStore(Roots(root), tmp_path / "cache", lock_timeout=0.05)
-    holder = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT)
+    holder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         # flock locks belong to the open file: a second open in this process contends too.
         fcntl.flock(holder, fcntl.LOCK_EX)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
+import anyio
 import jsonschema
 import pytest
 
 from acp_memory.config.models import MemoryConfig
+from acp_memory.memory import store as store_module
 from acp_memory.memory.store import MemoryStore
 from acp_memory.memory.tools import memory_tools
 from acp_memory.tools.base import Tool, ToolContext, ToolResult
@@ -77,6 +80,19 @@ async def test_search_without_hits_says_so_and_respects_max_hits(tools: dict[str
         await call(tools, "memory_save", title=f"pear {i}", body="pear", scope="project")
     found = await call(tools, "memory_search", query="pear", scope="project")
     assert found.text.count("project:pear-") == 3
+    assert found.text.startswith("showing 3 of 5 matching notes for 'pear' in project")
+
+
+@pytest.mark.anyio
+async def test_workspace_is_taken_for_project_and_answers_say_project(
+    tools: dict[str, Tool],
+) -> None:
+    saved = await call(tools, "memory_save", title="pear", body="ripe", scope="workspace")
+    assert saved.text == "saved new note project:pear.md (4 bytes)."
+    found = await call(tools, "memory_search", query="ripe", scope="workspace")
+    assert found.text.startswith("1 matching note for 'ripe' in project (best first):")
+    listing = await call(tools, "memory_list", path="workspace:")
+    assert "project:pear.md" in listing.text
 
 
 @pytest.mark.anyio
@@ -162,3 +178,43 @@ async def test_a_symlink_loop_is_a_tool_error(tools: dict[str, Tool], roots) -> 
     (roots.global_root / "loop.md").symlink_to(roots.global_root / "loop.md")
     result = await call(tools, "memory_read", path="global:loop.md")
     assert result.is_error
+
+
+@pytest.mark.anyio
+async def test_a_save_cancelled_mid_write_returns_only_once_the_note_is_whole(
+    tools: dict[str, Tool], store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await call(tools, "memory_save", title="plan", body="old plan", scope="global")
+    note = store.roots.global_root / "plan.md"
+    writing, release, written = threading.Event(), threading.Event(), threading.Event()
+    write_atomic = store_module.write_atomic
+
+    def held_write(path: Path, data: bytes) -> None:
+        writing.set()
+        release.wait()
+        write_atomic(path, data)
+        written.set()
+
+    monkeypatch.setattr(store_module, "write_atomic", held_write)
+    seen_on_return: list[str] = []
+    scope = anyio.CancelScope()
+
+    async def save() -> None:
+        with scope:
+            try:
+                await call(tools, "memory_save", title="plan", body="new plan", scope="global")
+            finally:
+                seen_on_return.append(note.read_text())
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(save)
+            await anyio.to_thread.run_sync(writing.wait, abandon_on_cancel=True)
+            scope.cancel()
+            # An abandoned write would let the call return here, the note not yet written.
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+        await anyio.to_thread.run_sync(written.wait, abandon_on_cancel=True)
+    # What the cancelled caller saw is final: the save completed before the call returned.
+    assert seen_on_return == ["new plan"]
+    assert note.read_text() == "new plan"

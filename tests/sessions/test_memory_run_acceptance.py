@@ -546,3 +546,45 @@ async def test_a_run_whose_child_bundle_cannot_be_made_fails_and_the_turn_answer
     assert finished["taskStatus"] == "failed" and finished["delivered"] is False
     assert finished["reason"].startswith("cannot create the child session: ")
     assert meta(paths, sid, "bg_1")["status"] == "failed" and server.child_requests == []
+
+
+# -- secrets -------------------------------------------------------------------------------
+
+AWS_ID = "AKIAIOSFODNN7EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+async def test_a_save_holding_secrets_leaves_none_in_any_file_of_the_memory_run(paths):
+    creds = (f"aws_access_key_id={AWS_ID} aws_secret_access_key={AWS_SECRET} "
+             f"github token {GITHUB_TOKEN}")
+    message = f"{creds} are my deploy credentials, remember them"
+    save = {"title": "Deploy", "body": f"Deploy credentials: {creds}\n", "scope": "global",
+            "relative_path": "deploy.md"}
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [
+            tool_calls(call("memory_save", save)),
+            # The report repeats them, streamed in pieces that split the secrets.
+            text(f"Saved:\n- Deploy credentials: {creds}", chunks=17),
+        ]
+        server.script(text("Noted."))
+        async with turn_agent(memory_config(server), paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, message) == "end_turn"
+    bundle = paths.sessions_dir / sid
+    written = [p for d in ("background", "subagents") for p in (bundle / d).rglob("*")
+               if p.is_file()]
+    assert {"output.log", "meta.json", "messages.json", ".messages.json.spare",
+            "session.json"} <= {p.name for p in written}
+    leaks = [(p.relative_to(bundle), secret) for p in written
+             for secret in (AWS_ID, AWS_SECRET, GITHUB_TOKEN) if secret in p.read_text()]
+    assert leaks == []
+    log = task_log(paths, sid, "bg_1")
+    assert "[REDACTED:aws_access_key]" in log and "[REDACTED:github_token]" in log
+    assert meta(paths, sid, "bg_1")["label"].startswith("memory: aws_access_key_id=[REDACTED:")
+    # The child's transcript still holds its save, a document whose body is redacted.
+    (asked,) = [c for m in child_messages(paths, sid) for c in m.get("toolCalls") or []]
+    assert "[REDACTED:secret]" in json.loads(asked["arguments"])["body"]
+    # The note is redacted as ever; the parent's transcript keeps the user's words as typed.
+    assert AWS_ID not in (paths.home / "memory" / "deploy.md").read_text()
+    assert AWS_ID in (bundle / "messages.json").read_text()

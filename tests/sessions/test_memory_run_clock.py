@@ -3,11 +3,14 @@ runs when the agent stops, proven on a clock the test moves by hand (no real wai
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import anyio
 import pytest
 from engine.turnkit import prompt, turn_agent
 from fakes.clock import FakeClock
-from fakes.script import Reply, text
+from fakes.script import Reply, error, text
 from sessions.test_memory_run import (
     REPORT,
     MemoryRoutedOpenAI,
@@ -17,6 +20,9 @@ from sessions.test_memory_run import (
     task_log,
 )
 
+from acp_memory.engine.events import TurnEvent
+from acp_memory.sessions import memory_run
+from acp_memory.sessions.memory_run import SEND_BOUND_SECONDS
 from acp_memory.sessions.runner import MEMORY_EXIT_WAIT_SECONDS
 
 pytestmark = pytest.mark.anyio
@@ -101,3 +107,64 @@ async def test_stopping_waits_fifteen_seconds_for_a_running_run_then_stops_it(pa
     assert task.done.is_set()
     assert meta(paths, sid, "bg_1")["status"] == "stopped"
     assert task_log(paths, sid, "bg_1").splitlines()[-1] == "nothing delivered: the run was stopped"
+
+
+async def test_a_client_that_never_takes_the_finished_update_cannot_hold_the_turn_past_a_cancel(
+    paths, monkeypatch
+):
+    """The finished update of a run that settled without delivering goes out at the end of
+    the turn, shielded; a client that stops reading must not keep run_turn alive, and the
+    delivery line reaches the log while the send is still stuck."""
+    clock = FakeClock()
+    stuck, never, written = anyio.Event(), anyio.Event(), anyio.Event()
+    last_line_while_stuck: list[str] = []
+    append_line = memory_run._append_line
+
+    def append_and_say(path: Path, line: str) -> None:  # in the worker thread
+        append_line(path, line)
+        anyio.from_thread.run_sync(written.set)
+
+    monkeypatch.setattr(memory_run, "_append_line", append_and_say)
+
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [error(500, "memory model down")]
+        server.script(text("answered"))
+        async with turn_agent(memory_config(server, wait_seconds=10), paths) as (ed, agent):
+            runner = agent.runner
+            runner.clock = clock
+            sid = await ed.start_session(paths.cwd)
+            session = agent.table.sessions[sid]
+
+            async def notify(update: dict[str, Any]) -> None:
+                if update["status"] == "finished":
+                    stuck.set()
+                    await never.wait()  # a client whose outbox is full
+
+            async def emit(event: TurnEvent) -> None:
+                return None
+
+            ended = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                turn = anyio.CancelScope()
+
+                async def run() -> None:
+                    with turn:
+                        await runner.run_turn(session, "hello", emit, notify_memory=notify)
+                    ended.set()
+
+                tg.start_soon(run)
+                try:
+                    with anyio.fail_after(10):
+                        await stuck.wait()
+                        await written.wait()
+                    last_line_while_stuck.append(task_log(paths, sid, "bg_1").splitlines()[-1])
+                    turn.cancel()
+                    await anyio.wait_all_tasks_blocked()
+                    assert not ended.is_set()  # the end of a turn is shielded: its bound ends it
+                    clock.advance(SEND_BOUND_SECONDS)
+                    with anyio.fail_after(10):
+                        await ended.wait()
+                finally:
+                    never.set()  # a failed test must not hang on the stuck client
+    reason = "500 Internal Server Error: memory model down"
+    assert last_line_while_stuck == [f"nothing delivered: the run failed: {reason}"]

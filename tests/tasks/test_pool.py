@@ -10,9 +10,10 @@ import anyio
 import pytest
 from tasks.procs import GRACE_S, Fifo, assert_gone, pool_in
 
+from acp_memory.memory.redact import RedactedStream, redact_text
 from acp_memory.tasks import log as task_log
 from acp_memory.tasks import pool as task_pool
-from acp_memory.tasks.pool import PoolRefused, PoolSettings, Task, UnknownTask
+from acp_memory.tasks.pool import PoolRefused, PoolSettings, Task, TaskFailed, UnknownTask
 from acp_memory.tasks.records import TaskRecord, write_record
 
 pytestmark = pytest.mark.anyio
@@ -70,6 +71,67 @@ async def test_task_ids_resume_past_the_ids_already_in_the_bundle(tmp_path: Path
         task = await pool.start_command("true", tmp_path)
         await pool.wait(task, 10)
     assert task.id == "bg_8"
+
+
+async def test_a_second_pool_on_the_bundle_sees_the_firsts_tasks_and_never_takes_their_ids(
+    tmp_path: Path,
+):
+    """Two processes on one session (here two pools, as an HTTP server and a `-p` turn would
+    hold it): each lists the other's tasks as they are now, and ids are never shared."""
+    go = Fifo(tmp_path / "go")
+    async with pool_in(tmp_path) as first, pool_in(tmp_path) as second:
+        assert await second.list() == []  # read before the first pool started anything
+        running = await first.start_command(f"echo first; read x < {go.path}", tmp_path)
+        (seen,) = await second.list()
+        assert (seen.id, seen.status) == ("bg_1", "running")  # run elsewhere, not orphaned
+        assert (await second.record("bg_1")).status == "running"
+        with pytest.raises(ValueError, match="running in another process"):
+            await second.remove("bg_1")
+        mine = await second.start_command("echo second", tmp_path)
+        assert mine.id == "bg_2"
+        await second.wait(mine, 10)
+        go.send()
+        await first.wait(running, 10)
+        assert (await second.record("bg_1")).status == "succeeded"
+        assert [r.id for r in await first.list()] == ["bg_1", "bg_2"]
+        assert "second" in await first.output("bg_2")
+        after = await first.start_command("true", tmp_path)
+        assert after.id == "bg_3"
+        await first.wait(after, 10)
+    assert meta(tmp_path, "bg_1")["label"] == f"echo first; read x < {go.path}"
+    assert output_log(tmp_path, "bg_1") == b"first\n"
+    assert output_log(tmp_path, "bg_2") == b"second\n"
+
+
+async def test_a_task_left_running_by_a_process_that_ended_reads_as_orphaned(tmp_path: Path):
+    write_record(tmp_path, TaskRecord(id="bg_1", session_id="s", kind="command",
+                                      status="running"))
+    async with pool_in(tmp_path) as pool:
+        assert (await pool.record("bg_1")).status == "orphaned"
+        await pool.remove("bg_1")  # nobody runs it: retention may take it
+    assert not (tmp_path / "background" / "bg_1").exists()
+
+
+async def test_a_task_given_a_redaction_keeps_no_secret_in_its_record_or_its_log(
+    tmp_path: Path,
+):
+    key = "AKIAIOSFODNN7EXAMPLE"
+
+    async def body(task: Task) -> str:
+        await task.log.write(f"reading {key[:6]}")  # a secret split across two writes
+        await task.log.write(f"{key[6:]} now\n")
+        raise TaskFailed(f"the provider refused {key}")
+
+    async with pool_in(tmp_path) as pool:
+        task = await pool.start_agent(
+            label=f"memory: {key}", agent_name="memory", child_session_id="sess_x", body=body,
+            log=pool.new_log(RedactedStream()), redact=redact_text,
+        )
+        record = await pool.wait(task, 10)
+    assert record.label == "memory: [REDACTED:aws_access_key]"
+    assert record.error == "the provider refused [REDACTED:aws_access_key]"
+    assert key not in json.dumps(meta(tmp_path, task.id))
+    assert output_log(tmp_path, task.id) == b"reading [REDACTED:aws_access_key] now\n"
 
 
 def test_the_hard_limit_is_the_timeout_else_three_times_expected_floored_else_the_default():

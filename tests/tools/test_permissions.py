@@ -209,12 +209,79 @@ def _gate(tmp_path: Path, editor: Any, **tools: Any) -> PermissionGate:
         ("makefile-gen", False),
         ("git status", True),
         ("git status --short", True),
+        ("git  'status'", True),  # the same words, however spaced or quoted
         ("git push", False),
         ("rm -rf /", False),
     ],
 )
 def test_the_allowlist_takes_an_entry_exactly_or_followed_by_a_space(command, allowed):
     assert allowlisted(command, ["make", "git status"]) is allowed
+
+
+# Every way the attack suite chained past `echo hi`, and the neighbours of each.
+CHAINED = [
+    "echo hi && touch pwned",
+    "echo hi || touch pwned",
+    "echo hi; touch pwned",
+    "echo hi ; touch pwned",
+    "echo hi & touch pwned",
+    "echo hi &",
+    "echo hi | sh",
+    "echo hi > pwned",
+    "echo hi >> pwned",
+    "echo hi < /etc/passwd",
+    "echo hi $(touch pwned)",
+    "echo hi ${HOME}",
+    "echo hi `touch pwned`",
+    "echo hi\ntouch pwned",
+    "echo hi\rtouch pwned",
+    "echo hi (touch pwned)",
+    "echo hi \\; touch pwned",
+    "echo hi '; touch pwned'",  # quoted, still refused: the pinned rule is "anywhere"
+    "echo hi 'unbalanced",
+]
+
+
+@pytest.mark.parametrize("command", CHAINED)
+async def test_an_allowlisted_command_chained_with_shell_syntax_asks(tmp_path, command):
+    editor = AskingEditor("reject_once")
+    gate = _gate(tmp_path, editor, permission_mode="ask", command_allowlist=["echo hi"])
+    with pytest.raises(ToolError, match="the user rejected this"):
+        await gate.ensure(_ctx(tmp_path), PermissionRequest("command", command, "Run it"))
+    assert editor.asked == ["Run it"]
+
+
+@pytest.mark.parametrize(
+    ("command", "allowed"),
+    [("echo hi", True), ("echo hi there", True), ("  echo   hi  ", True), ("echo hiya", False),
+     ("echo", False), ("echo 'hi there'", False), ("", False)],
+)
+async def test_the_gate_allows_only_the_entry_s_own_words_without_asking(
+    tmp_path, command, allowed
+):
+    editor = AskingEditor("reject_once")
+    gate = _gate(tmp_path, editor, permission_mode="ask", command_allowlist=["echo hi"])
+    request = PermissionRequest("command", command, "Run it")
+    if allowed:
+        await gate.ensure(_ctx(tmp_path), request)
+    else:
+        with pytest.raises(ToolError, match="the user rejected this"):
+            await gate.ensure(_ctx(tmp_path), request)
+    assert editor.asked == ([] if allowed else ["Run it"])
+
+
+async def test_a_chained_allowlisted_command_sends_a_permission_request_and_runs_nothing(paths):
+    chained = tool_calls(call("run_command", {"command": "echo hi && touch pwned"}))
+    async with scripted_agent(
+        paths, chained, permission_mode="ask", command_allowlist=["echo hi"]
+    ) as (server, ed, _):
+        ed.client.permission_answers = ["reject_once"]
+        sid = await open_session(ed, paths)
+        assert await prompt(ed, sid, "Run it.") == "end_turn"
+    [(asked_sid, tool_call, _)] = ed.client.permission_requests
+    assert (asked_sid, tool_call.raw_input) == (sid, {"command": "echo hi && touch pwned"})
+    assert not (paths.cwd / "pwned").exists()
+    assert "the user rejected this" in tool_results(server)[0]
 
 
 async def test_commands_off_the_allowlist_ask_even_in_accept_edits(tmp_path):

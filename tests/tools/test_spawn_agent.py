@@ -150,3 +150,8 @@ def test_a_child_task_is_cut_at_32_kib_on_a_character_boundary():
     assert kept == "я" * (MAX_TASK_BYTES // 2)
     assert "20 bytes left out" in marker
     assert cut_task_text("short") == "short"
+
+
+def test_an_ascii_child_task_over_32_kib_is_cut_too():
+    cut = cut_task_text("a" * MAX_TASK_BYTES + "b" * 100)
+    assert cut == "a" * MAX_TASK_BYTES + "\n[task text cut at 32 KiB: 100 bytes left out]"

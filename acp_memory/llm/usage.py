@@ -1,0 +1,48 @@
+"""Token counts of a turn, read off the model calls as their streams finish."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+from acp_memory.llm.provider import Provider, closing
+from acp_memory.llm.registry import ModelHandle
+from acp_memory.llm.types import ChatRequest, Finished, StreamEvent
+
+
+class UsageMeter:
+    """Sums the usage that the providers report in each call's Finished event."""
+
+    def __init__(self) -> None:
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+    def around(self, model_for: Callable[[str], ModelHandle]) -> Callable[[str], ModelHandle]:
+        """model_for whose handles are metered."""
+
+        def metered(model_id: str) -> ModelHandle:
+            return self.wrap(model_for(model_id))
+
+        return metered
+
+    def wrap(self, handle: ModelHandle) -> ModelHandle:
+        """The same model, its calls metered."""
+        return ModelHandle(handle.model_id, _Metered(handle.provider, self), handle.config)
+
+    def as_json(self) -> dict[str, int]:
+        return {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens}
+
+
+class _Metered:
+    def __init__(self, provider: Provider, meter: UsageMeter) -> None:
+        self.provider = provider
+        self.meter = meter
+        self.name = provider.name
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        events = self.provider.stream(request)
+        async with closing(events):
+            async for event in events:
+                if isinstance(event, Finished) and event.usage is not None:
+                    self.meter.input_tokens += event.usage.input_tokens
+                    self.meter.output_tokens += event.usage.output_tokens
+                yield event
