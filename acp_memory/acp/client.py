@@ -27,6 +27,7 @@ class AcpEditor:
         self.can_read_files = fs.get("readTextFile") is True
         self.can_write_files = fs.get("writeTextFile") is True
         self.can_run_terminals = caps.get("terminal") is True
+        self.user_is_the_command_line = False  # an editor's user answers its questions
 
     async def _call(self, method: str, params: dict[str, Any]) -> Any:
         try:

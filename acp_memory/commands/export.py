@@ -32,7 +32,7 @@ class Export:
         ctx = call.runner.tool_context(session, call.editor)
         ctx = replace(ctx, call_id=f"export_{session.id}")
         try:
-            if getattr(call.editor, "user_is_the_command_line", False):
+            if call.editor is not None and call.editor.user_is_the_command_line:
                 path = await anyio.to_thread.run_sync(real_path, ctx, target)
             else:
                 path, _ = await reachable(ctx, target, "Export the conversation to")

@@ -237,7 +237,9 @@ class HttpAgent:
     # -- the session's services ------------------------------------------------------------
 
     def pool(self, session: Session) -> TaskPool:
-        return self.runner.pool_for(session)
+        """The session's tasks as they are: the running pool, or a view kept for no longer
+        than the request (a session this server only reads must not keep a pool)."""
+        return self.runner.pool_view(session)
 
     def memory_store(self, session: Session) -> MemoryStore:
         """The notes of the session: the global root and its workspace's `memory/`."""

@@ -19,6 +19,7 @@ from acp_memory.engine.reply import Reply
 from acp_memory.engine.turn import StopReason
 from acp_memory.llm.registry import ProviderHub, UnknownModelError
 from acp_memory.llm.types import LLMError
+from acp_memory.llm.usage import UsageMeter
 from acp_memory.oserror import describe_os_error
 from acp_memory.printmode.console import Console
 from acp_memory.printmode.memory import MemoryWatch
@@ -39,7 +40,6 @@ from acp_memory.printmode.output import (
     result_object,
 )
 from acp_memory.printmode.unattended import Unattended
-from acp_memory.printmode.usage import UsageMeter
 from acp_memory.sessions.build import build_runner
 from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.runner import SessionRunner

@@ -213,12 +213,20 @@ class SessionRunner:
         """The background pool of `session`, made on first use; only inside `running()`."""
         pool = self._pools.get(session.id)
         if pool is None or pool.closed:
-            settings = PoolSettings.from_config(
-                self.cfg.tools, kill_grace_seconds=self.kill_grace_seconds
-            )
-            pool = TaskPool(self.owner, session.id, session.dir, settings, self.clock)
-            self._pools[session.id] = pool
+            pool = self._pools[session.id] = self._new_pool(session)
         return pool
+
+    def pool_view(self, session: Session) -> TaskPool:
+        """The session's pool when it has one here, else one for this call alone and never
+        kept: a session only read (its tasks are read from the bundle) holds nothing."""
+        pool = self._pools.get(session.id)
+        return pool if pool is not None and not pool.closed else self._new_pool(session)
+
+    def _new_pool(self, session: Session) -> TaskPool:
+        settings = PoolSettings.from_config(
+            self.cfg.tools, kill_grace_seconds=self.kill_grace_seconds
+        )
+        return TaskPool(self.owner, session.id, session.dir, settings, self.clock)
 
     async def drain_memory_runs(self) -> None:
         """Wait up to memory_exit_wait_seconds for the running memory runs (a surface calls

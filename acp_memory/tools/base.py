@@ -82,6 +82,9 @@ class Editor(Protocol):
     can_read_files: bool
     can_write_files: bool
     can_run_terminals: bool
+    # The user typed the prompt on this process's own command line (print mode): a command's
+    # argument is their say, not the model's, and needs no question (`/export PATH`).
+    user_is_the_command_line: bool
 
     async def read_text_file(self, session_id: str, path: str) -> str: ...
 
@@ -116,6 +119,7 @@ class EditorFor:
         self.can_read_files = editor.can_read_files
         self.can_write_files = editor.can_write_files
         self.can_run_terminals = editor.can_run_terminals
+        self.user_is_the_command_line = editor.user_is_the_command_line
 
     async def read_text_file(self, session_id: str, path: str) -> str:
         return await self._editor.read_text_file(self._session_id, path)

@@ -97,7 +97,7 @@ async def test_a_session_stays_while_its_events_stream_is_read_or_a_background_t
         # The hub's own reader, closed at a point the test knows (the server notices a client
         # that left its HTTP stream only some time later).
         updates = agent.events.subscribe(subscribed)
-        pool = agent.pool(table.sessions[tasked])
+        pool = agent.runner.pool_for(table.sessions[tasked])  # as a turn's tools get it
         task = await pool.start_command("sleep 60", paths.cwd)
         async with events_of(api, streamed):
             clock.advance(table.idle_seconds)
@@ -131,3 +131,22 @@ async def test_a_session_let_go_whose_bundle_another_process_took_is_409(paths: 
             "/v1/chat/completions", json=chat("four"), headers={SESSION_HEADER: sid}
         )
         assert resp.status_code == 200, resp.text
+
+
+async def test_reading_the_tasks_of_a_session_this_server_does_not_hold_keeps_no_pool(
+    paths: Paths,
+):
+    async with served(Config(), paths) as api:
+        table, runner = api.server.agent.table, api.server.agent.runner
+        table.clock = clock = FakeClock()
+        first = await api.client.post("/v1/chat/completions", json=chat("the door is blue"))
+        sid = first.headers[SESSION_HEADER]
+        clock.advance(table.idle_seconds)
+        table.release_idle()
+        assert sid not in table.sessions and sid not in runner._pools
+        for _ in range(3):
+            listed = await api.client.get(f"/coddy/sessions/{sid}/background-tasks")
+            assert listed.status_code == 200, listed.text
+            missing = await api.client.get(f"/coddy/sessions/{sid}/background-tasks/bg_9")
+            assert missing.status_code == 404
+        assert sid not in runner._pools

@@ -124,6 +124,7 @@ class LocalTerminals(Terminals):
     can_read_files = False
     can_write_files = False
     can_run_terminals = True
+    user_is_the_command_line = False
 
     async def read_text_file(self, session_id: str, path: str) -> str:
         raise NotImplementedError

@@ -183,6 +183,7 @@ class AskingEditor:
     """An editor whose user answers from a list, counting the questions."""
 
     can_read_files = can_write_files = can_run_terminals = False
+    user_is_the_command_line = False
 
     def __init__(self, *answers: str | None) -> None:
         self.answers = list(answers)
