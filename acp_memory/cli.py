@@ -18,6 +18,7 @@ from acp_memory.printmode.options import (
     add_print_flags,
     print_flags_without_p,
 )
+from acp_memory.stderr import error
 
 if TYPE_CHECKING:
     from acp_memory.config import Config, Paths
@@ -210,11 +211,6 @@ def load(args: argparse.Namespace) -> tuple[Config, Paths]:
         home=args.home, config=args.config, sessions_dir=args.sessions_dir, cwd=args.cwd, cfg=cfg
     )
     return cfg, paths
-
-
-def error(line: str) -> None:
-    """One line on stderr, prefixed with the program's name."""
-    print(f"acp-memory: {line}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -162,10 +162,10 @@ async def spawn_overhead(children: int) -> tuple[list[float], list[float]]:
     from fakes.openai_server import FakeOpenAI
     from fakes.script import text
 
+    from acp_memory.build import build_runner
     from acp_memory.config import Paths
     from acp_memory.config.models import AgentConfig, Config, ModelConfig, ProviderConfig
     from acp_memory.llm.registry import ProviderHub
-    from acp_memory.sessions.build import build_runner
 
     class Stamped(FakeOpenAI):
         def _next(self, request):  # type: ignore[no-untyped-def]

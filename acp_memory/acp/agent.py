@@ -34,6 +34,7 @@ from acp_memory.acp.schema import (
 from acp_memory.acp.updates import commands_update, event_update, replay_updates
 from acp_memory.acp.wire import parse_params
 from acp_memory.commands.registry import COMMANDS
+from acp_memory.editor import Editor
 from acp_memory.engine.events import TurnEvent
 from acp_memory.engine.turn import StopReason
 from acp_memory.jsonrpc.connection import after_reply
@@ -42,8 +43,16 @@ from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
 from acp_memory.modes import MODE_LABELS, MODES, unknown_mode
 from acp_memory.oserror import os_error_text
+from acp_memory.runtime.runner import SessionRunner
+from acp_memory.runtime.table import (
+    ReadOnlySession,
+    SessionUnsaved,
+    Stopping,
+    TurnRunning,
+    refuse_child,
+    saving,
+)
 from acp_memory.sessions.lock import BundleBusy
-from acp_memory.sessions.runner import SessionRunner
 from acp_memory.sessions.store import (
     SESSION_FILE,
     BundleError,
@@ -52,15 +61,6 @@ from acp_memory.sessions.store import (
     decode_cursor,
     encode_cursor,
 )
-from acp_memory.sessions.table import (
-    ReadOnlySession,
-    SessionUnsaved,
-    Stopping,
-    TurnRunning,
-    refuse_child,
-    saving,
-)
-from acp_memory.tools.base import Editor
 
 SESSION_BUSY = -32001
 # ACP's own code for an unknown session (or other resource).

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from acp_memory.editor import TerminalExit, TerminalOutput
 from acp_memory.jsonrpc.errors import RpcError
-from acp_memory.tools.base import TerminalExit, TerminalOutput, ToolError
+from acp_memory.tools.base import ToolError
 
 
 class Requester(Protocol):

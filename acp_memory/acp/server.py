@@ -8,10 +8,10 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from acp_memory.acp.agent import AcpAgent, unconfigured_handlers
+from acp_memory.build import build_runner
 from acp_memory.config import Config, Paths
 from acp_memory.jsonrpc.connection import Connection
 from acp_memory.llm.registry import ProviderHub
-from acp_memory.sessions.build import build_runner
 from acp_memory.signals import cancel_when_set
 
 log = logging.getLogger(__name__)

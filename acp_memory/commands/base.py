@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from acp_memory.sessions.memory_run import NotifyMemory
+from acp_memory.editor import Editor
+from acp_memory.runtime.memory_run import NotifyMemory
+from acp_memory.runtime.runner import SessionRunner
 from acp_memory.sessions.store import Session
-from acp_memory.tools.base import Editor
-
-if TYPE_CHECKING:
-    from acp_memory.sessions.runner import SessionRunner
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ from acp_memory.commands.compact import Compact
 from acp_memory.commands.export import Export
 from acp_memory.commands.remember import FORGET, REMEMBER
 from acp_memory.commands.status import MemoryStatus
+from acp_memory.editor import Editor
+from acp_memory.runtime.memory_run import NotifyMemory
+from acp_memory.runtime.runner import SessionRunner
+from acp_memory.sessions.store import Session
 
 
 class Help:
@@ -29,6 +33,24 @@ class Help:
 COMMANDS: tuple[Command, ...] = (Compact(), Export(), MemoryStatus(), REMEMBER, FORGET, Help())
 _BY_NAME = {command.name: command for command in COMMANDS}
 _NAMED = re.compile(r"/([\w-]+)(?:\s+(.*))?$", re.DOTALL)
+
+
+class BuiltinCommands:
+    """The commands as the session runner runs them (build.py hands it this)."""
+
+    async def reply(
+        self,
+        runner: SessionRunner,
+        session: Session,
+        text: str,
+        editor: Editor | None,
+        notify_memory: NotifyMemory | None,
+    ) -> str | None:
+        """The reply of the command a prompt names, or None for an ordinary prompt."""
+        if (found := find_command(text)) is None:
+            return None
+        command, argument = found
+        return await command.run(CommandCall(runner, session, argument, editor, notify_memory))
 
 
 def find_command(text: str) -> tuple[Command, str] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from acp_memory.commands.base import CommandCall
 from acp_memory.engine.turn import PlainContext
-from acp_memory.sessions.memory_run import MemoryRun
+from acp_memory.runtime.memory_run import MemoryRun
 
 
 class Persist:

@@ -10,7 +10,7 @@ import anyio
 
 from acp_memory.commands.base import CommandCall
 from acp_memory.memory.roots import Roots, is_note_name
-from acp_memory.sessions.memory_run import MEMORY_AGENT_NAME, final_message
+from acp_memory.runtime.memory_run import MEMORY_AGENT_NAME, final_message
 from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
 from acp_memory.tasks.log import read_file_tail
 from acp_memory.tasks.records import LOG_FILE, TaskRecord, format_seconds, task_dir

@@ -28,17 +28,17 @@ from acp_memory.llm.usage import UsageMeter
 from acp_memory.memory.store import MemoryStore
 from acp_memory.modes import MODES, unknown_mode
 from acp_memory.oserror import os_error_text
-from acp_memory.sessions.lock import BundleBusy
-from acp_memory.sessions.model import TranscriptMessage
-from acp_memory.sessions.runner import SessionRunner
-from acp_memory.sessions.store import BundleError, Session, SessionNotFound
-from acp_memory.sessions.table import (
+from acp_memory.runtime.runner import SessionRunner
+from acp_memory.runtime.table import (
     ReadOnlySession,
     SessionUnsaved,
     Stopping,
     TurnRunning,
     saving,
 )
+from acp_memory.sessions.lock import BundleBusy
+from acp_memory.sessions.model import TranscriptMessage
+from acp_memory.sessions.store import BundleError, Session, SessionNotFound
 from acp_memory.tasks.pool import TaskPool
 
 OnEvent = Callable[[TurnEvent], Awaitable[None]]

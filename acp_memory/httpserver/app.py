@@ -19,8 +19,8 @@ from acp_memory.httpserver.routes_sessions import session_routes
 from acp_memory.httpserver.routes_settings import settings_routes
 from acp_memory.httpserver.routes_tasks import task_routes
 from acp_memory.httpserver.security import Guard
-from acp_memory.webui.page import WebPage
-from acp_memory.webui.routes import web_routes
+from acp_memory.httpserver.webui.page import WebPage
+from acp_memory.httpserver.webui.routes import web_routes
 
 DESCRIPTION = (
     "The acp-memory agent over HTTP: sessions and their turns, each session's updates as "

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import anyio
 import uvicorn
 
+from acp_memory.build import build_runner
 from acp_memory.config import Config, Paths
 from acp_memory.config.models import HttpServerConfig
 from acp_memory.httpserver.agent import HttpAgent
 from acp_memory.httpserver.app import create_app
 from acp_memory.httpserver.security import bind_problem
 from acp_memory.llm.registry import ProviderHub
-from acp_memory.sessions.build import build_runner
 from acp_memory.signals import exit_code, until_signalled
 
 # How long stopping lets requests in flight finish once their turns are cancelled.

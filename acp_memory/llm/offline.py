@@ -31,6 +31,8 @@ from acp_memory.llm.types import (
     ToolCallReady,
     Usage,
 )
+from acp_memory.text.analyze import STOPWORDS, analyze, tokens
+from acp_memory.text.naming import name_from_title
 
 _WORD = re.compile(r"\S+\s*")
 _DIRECTIVE = re.compile(r"^\s*/tool\s+(?P<name>[\w.-]+)\s*(?P<args>\{.*\})?\s*$", re.MULTILINE)
@@ -400,8 +402,6 @@ def _without_asking_clause(sentence: str, match: re.Match[str]) -> str:
 
 def keywords(text: str, limit: int = 8) -> list[str]:
     """The words of text worth searching for: no stop words (English or Russian), no repeats."""
-    from acp_memory.memory.analyze import STOPWORDS
-
     out: list[str] = []
     for word in _words(text):
         low = word.lower().replace("ё", "е")
@@ -412,14 +412,10 @@ def keywords(text: str, limit: int = 8) -> list[str]:
 
 
 def _words(text: str) -> list[str]:
-    from acp_memory.memory.analyze import tokens
-
     return tokens(text)
 
 
 def _stems(text: str) -> set[str]:
-    from acp_memory.memory.analyze import analyze
-
     return {s for token in _words(text) for s in analyze(token).stems}
 
 
@@ -535,8 +531,6 @@ def _title(fact: str) -> str:
 
 def _free_name(title: str, taken: set[str]) -> str | None:
     """A file name beside the notes already in the root, or None when the title's own is free."""
-    from acp_memory.memory.naming import name_from_title
-
     name = name_from_title(title)
     if name not in taken:
         return None

@@ -24,10 +24,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
 
-from acp_memory.memory.analyze import Query, analyze, document_terms, tokens
 from acp_memory.memory.roots import is_note_name
 from acp_memory.memory.watch import Watcher
 from acp_memory.paths import resolves_inside
+from acp_memory.text.analyze import Query, analyze, document_terms, tokens
 
 log = logging.getLogger(__name__)
 

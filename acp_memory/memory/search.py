@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from acp_memory.memory.analyze import parse_query
 from acp_memory.memory.index import TIERS, Candidate, Ranked, SearchIndexes
 from acp_memory.memory.roots import Roots
+from acp_memory.text.analyze import parse_query
 
 SNIPPET_CHARS = 1200
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from acp_memory.atomic import write_atomic
 from acp_memory.config import Config, Paths
 from acp_memory.memory.index import DEFAULT_MAX_ROOTS, ClosedOnExit, SearchIndexes
-from acp_memory.memory.naming import name_from_title
 from acp_memory.memory.redact import Redaction, redact
 from acp_memory.memory.roots import (
     NOTE_SUFFIXES,
@@ -37,6 +36,7 @@ from acp_memory.memory.roots import (
     visible_entries,
 )
 from acp_memory.memory.search import Hits, search_notes
+from acp_memory.text.naming import name_from_title
 
 # Where earlier versions kept the root's lock, inside the root: removed when seen.
 LEGACY_LOCK_NAME = ".acp-memory.lock"

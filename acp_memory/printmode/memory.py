@@ -10,10 +10,10 @@ from typing import Any, Protocol
 import anyio
 
 from acp_memory.clock import Clock
-from acp_memory.memory.agent import NO_HITS
 from acp_memory.printmode.console import Console, RunOutcome
 from acp_memory.printmode.output import Output
-from acp_memory.sessions.memory_run import run_reason
+from acp_memory.runtime.memory_agent import NO_HITS
+from acp_memory.runtime.memory_run import run_reason
 from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
 from acp_memory.tasks.records import TaskRecord, format_seconds

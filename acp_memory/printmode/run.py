@@ -12,7 +12,7 @@ from functools import partial
 
 import anyio
 
-from acp_memory.cli import error
+from acp_memory.build import build_runner
 from acp_memory.config import Config, Paths
 from acp_memory.engine.events import PromptBlocked, ToolCallFinished, ToolCallStarted, TurnEvent
 from acp_memory.engine.reply import Reply
@@ -40,12 +40,12 @@ from acp_memory.printmode.output import (
     result_object,
 )
 from acp_memory.printmode.unattended import Unattended
-from acp_memory.sessions.build import build_runner
+from acp_memory.runtime.runner import SessionRunner
+from acp_memory.runtime.table import ReadOnlySession, SessionUnsaved, refuse_child, saving
 from acp_memory.sessions.lock import BundleBusy
-from acp_memory.sessions.runner import SessionRunner
 from acp_memory.sessions.store import BundleError, Session, SessionNotFound
-from acp_memory.sessions.table import ReadOnlySession, SessionUnsaved, refuse_child, saving
 from acp_memory.signals import cancel_when_set, until_signalled
+from acp_memory.stderr import error
 
 STOP_EXIT: dict[str, int] = {
     "end_turn": EXIT_OK,
@@ -79,7 +79,7 @@ def run_print_mode(cfg: Config, paths: Paths, options: PrintOptions) -> int:
 
 # Loggers whose warnings the console lines already say: the memory run's news, and a
 # session that cannot be saved (SessionUnsaved, one `acp-memory:` line).
-_CONSOLE_LOGGERS = ("acp_memory.sessions.memory_run", "acp_memory.sessions.table")
+_CONSOLE_LOGGERS = ("acp_memory.runtime.memory_run", "acp_memory.runtime.table")
 
 
 @contextlib.contextmanager

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from acp_memory.tools.base import TerminalExit, TerminalOutput, ToolError
+from acp_memory.editor import TerminalExit, TerminalOutput
+from acp_memory.tools.base import ToolError
 
 NO_EDITOR = "print mode has no editor"
 

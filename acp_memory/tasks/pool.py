@@ -28,6 +28,7 @@ from anyio.abc import TaskGroup
 
 from acp_memory.atomic import write_json_atomic
 from acp_memory.clock import Clock
+from acp_memory.editor import Editor
 from acp_memory.tasks.log import TaskLog, TextFilter, clean_output, last_lines, read_file_tail
 from acp_memory.tasks.process import KILL_GRACE_SECONDS, CommandProcess, start_process
 from acp_memory.tasks.records import (
@@ -47,7 +48,6 @@ from acp_memory.tasks.records import (
     task_number,
     utc_now,
 )
-from acp_memory.tools.base import Editor
 
 if TYPE_CHECKING:
     from acp_memory.config.models import ToolsConfig

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import Process, TaskGroup
 
+from acp_memory.editor import Editor
 from acp_memory.tasks.log import TaskLog
-from acp_memory.tools.base import Editor
 
 log = logging.getLogger(__name__)
 

@@ -24,14 +24,8 @@ import anyio
 
 from acp_memory.atomic import write_json_atomic
 from acp_memory.config.models import ToolsConfig
-from acp_memory.tools.base import (
-    Editor,
-    PermissionRequest,
-    ToolContext,
-    ToolError,
-    ToolKind,
-    TurnCancelled,
-)
+from acp_memory.editor import Editor
+from acp_memory.tools.base import PermissionRequest, ToolContext, ToolError, ToolKind, TurnCancelled
 
 log = logging.getLogger(__name__)
 

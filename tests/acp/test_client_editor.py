@@ -22,8 +22,9 @@ from harness import RecordingClient, in_process_agent
 
 from acp_memory.acp.client import AcpEditor
 from acp_memory.acp.server import build_agent
+from acp_memory.editor import TerminalExit, TerminalOutput
 from acp_memory.llm.registry import ProviderHub
-from acp_memory.tools.base import TerminalExit, TerminalOutput, ToolError
+from acp_memory.tools.base import ToolError
 from acp_memory.tools.permissions import OPTIONS
 
 pytestmark = pytest.mark.anyio

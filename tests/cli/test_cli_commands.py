@@ -17,7 +17,7 @@ from acp_memory.cli import build_parser, main
 from acp_memory.config import resolve_paths
 from acp_memory.doctor import check
 from acp_memory.oserror import describe_os_error, os_error_text
-from acp_memory.sessions.runner import SessionRunner
+from acp_memory.runtime.runner import SessionRunner
 
 
 def _run(
@@ -321,4 +321,4 @@ def test_print_mode_with_a_session_it_cannot_save_is_one_line_said_once(
         capsys.readouterr().err,
     )
     # Its warning would say the same line again on print mode's stderr.
-    assert not [r for r in caplog.records if r.name == "acp_memory.sessions.table"]
+    assert not [r for r in caplog.records if r.name == "acp_memory.runtime.table"]

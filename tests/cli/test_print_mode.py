@@ -34,8 +34,8 @@ from acp_memory.printmode.memory import (
     changed_notes,
 )
 from acp_memory.printmode.output import JsonOutput, StreamJsonOutput, TextOutput
+from acp_memory.runtime.runner import MEMORY_EXIT_WAIT_SECONDS
 from acp_memory.sessions.model import TranscriptMessage
-from acp_memory.sessions.runner import MEMORY_EXIT_WAIT_SECONDS
 from acp_memory.sessions.store import SessionStore
 from acp_memory.tasks.records import TaskRecord
 

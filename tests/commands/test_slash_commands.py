@@ -27,11 +27,11 @@ from sessions.test_memory_run import (
 )
 from wire_schema import validate_def
 
+from acp_memory.build import build_runner
 from acp_memory.config.models import Config, MemoryConfig
 from acp_memory.engine.events import AgentText, TurnEvent
 from acp_memory.engine.turn import COMPACTED
 from acp_memory.llm.registry import ProviderHub
-from acp_memory.sessions.build import build_runner
 
 pytestmark = pytest.mark.anyio
 

@@ -20,8 +20,8 @@ from acp_memory.engine.turn import TurnEngine, TurnSetup
 from acp_memory.llm.offline import OfflineProvider
 from acp_memory.llm.registry import ProviderHub, build_provider
 from acp_memory.llm.types import ChatRequest, Message, ToolSpec
-from acp_memory.memory.agent import NO_HITS, MemoryLaunch
 from acp_memory.memory.store import MemoryStore
+from acp_memory.runtime.memory_agent import NO_HITS, MemoryLaunch
 from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import SessionStore
 from acp_memory.tools.registry import ToolRegistry

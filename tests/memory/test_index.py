@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from acp_memory.config import Config, Paths
-from acp_memory.memory.analyze import parse_query
 from acp_memory.memory.index import SearchIndexes
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore
+from acp_memory.text.analyze import parse_query
 
 
 def open_fds() -> int:

@@ -11,7 +11,8 @@ import pytest
 from acp_memory.config.models import Config, MemoryConfig
 from acp_memory.engine.prompt import Templates, render_system
 from acp_memory.llm.types import ToolCall
-from acp_memory.memory.agent import (
+from acp_memory.memory.store import MemoryStore
+from acp_memory.runtime.memory_agent import (
     MEMORY_TOOLS,
     OPERATOR_HEADING,
     READ_TOOLS,
@@ -26,7 +27,6 @@ from acp_memory.memory.agent import (
     memory_tool_set,
     operator_instructions,
 )
-from acp_memory.memory.store import MemoryStore
 from acp_memory.tools.base import ToolContext
 
 ROLE = "You are the memory subagent of acp-memory."
@@ -90,7 +90,7 @@ def test_a_long_additional_prompt_is_cut_with_a_warning_at_every_launch(
 ) -> None:
     memory = MemoryConfig(additional_prompt="Keep it short. " + "x" * 500,
                           additional_prompt_max_chars=20)
-    with caplog.at_level(logging.WARNING, logger="acp_memory.memory.agent"):
+    with caplog.at_level(logging.WARNING, logger="acp_memory.runtime.memory_agent"):
         first = MemoryTemplates.for_launch(Templates(), memory, read_only=False)
         for _ in range(3):  # the engine re-reads the template every step: no new warning
             text = first.load("memory_agent.md")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from acp_memory.memory import store as store_module
-from acp_memory.memory.naming import MAX_NAME_CHARS, name_from_title
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import LEGACY_LOCK_NAME, MemoryStore, NoteError
+from acp_memory.text.naming import MAX_NAME_CHARS, name_from_title
 
 
 def test_list_shows_one_level_with_size_and_mtime(store: MemoryStore) -> None:

@@ -11,7 +11,7 @@ import pytest
 from acp_memory.config.models import ModelConfig
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.types import ChatRequest, Finished, LLMError, StreamEvent, TextDelta, Usage
-from acp_memory.sessions.memory_run import ChainProvider
+from acp_memory.runtime.memory_run import ChainProvider
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from harness import Editor
 
 from acp_memory.config import Config, Paths
 from acp_memory.config.models import AcpConfig, MemoryConfig, ModelConfig
-from acp_memory.sessions.subagents import REPORT_HEADER
+from acp_memory.runtime.subagents import REPORT_HEADER
 from acp_memory.tools.base import ToolContext, ToolKind, ToolResult
 
 pytestmark = pytest.mark.anyio

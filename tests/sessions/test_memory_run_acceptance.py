@@ -33,12 +33,12 @@ from sessions.test_memory_run import (
 from acp_memory.cli import main
 from acp_memory.config import Paths
 from acp_memory.config.models import AcpConfig, ModelConfig
-from acp_memory.memory.agent import OPERATOR_HEADING
-from acp_memory.sessions.subagents import REPORT_HEADER
+from acp_memory.runtime.memory_agent import OPERATOR_HEADING
+from acp_memory.runtime.subagents import REPORT_HEADER
 
 pytestmark = pytest.mark.anyio
 
-MEMORY_LOGGER = "acp_memory.sessions.memory_run"
+MEMORY_LOGGER = "acp_memory.runtime.memory_run"
 
 
 def child_messages(paths: Paths, sid: str, task_id: str = "bg_1") -> list[dict[str, Any]]:

@@ -21,9 +21,9 @@ from sessions.test_memory_run import (
 )
 
 from acp_memory.engine.events import TurnEvent
-from acp_memory.sessions import memory_run
-from acp_memory.sessions.memory_run import SEND_BOUND_SECONDS
-from acp_memory.sessions.runner import MEMORY_EXIT_WAIT_SECONDS
+from acp_memory.runtime import memory_run
+from acp_memory.runtime.memory_run import SEND_BOUND_SECONDS
+from acp_memory.runtime.runner import MEMORY_EXIT_WAIT_SECONDS
 
 pytestmark = pytest.mark.anyio
 

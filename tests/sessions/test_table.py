@@ -14,10 +14,7 @@ import pytest
 from fakes.clock import FakeClock
 
 from acp_memory.config import Paths
-from acp_memory.sessions.lock import BundleBusy, BundleLock
-from acp_memory.sessions.model import TranscriptMessage
-from acp_memory.sessions.store import BundleError, SessionNotFound, SessionStore
-from acp_memory.sessions.table import (
+from acp_memory.runtime.table import (
     ReadOnlySession,
     SessionTable,
     SessionUnsaved,
@@ -25,6 +22,9 @@ from acp_memory.sessions.table import (
     TurnRunning,
     saving,
 )
+from acp_memory.sessions.lock import BundleBusy, BundleLock
+from acp_memory.sessions.model import TranscriptMessage
+from acp_memory.sessions.store import BundleError, SessionNotFound, SessionStore
 
 pytestmark = pytest.mark.anyio
 

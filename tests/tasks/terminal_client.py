@@ -34,8 +34,8 @@ from tasks.procs import GRACE_S
 from acp_memory.acp.agent import AcpAgent
 from acp_memory.acp.server import build_agent
 from acp_memory.config import Config, Paths
+from acp_memory.editor import TerminalExit, TerminalOutput
 from acp_memory.llm.registry import ProviderHub
-from acp_memory.tools.base import TerminalExit, TerminalOutput
 
 
 @dataclass

@@ -8,10 +8,10 @@ import json
 import pytest
 from tasks.procs import GRACE_S, Fifo, assert_gone
 
+from acp_memory.build import build_engine
 from acp_memory.config import Config, Paths
 from acp_memory.llm.registry import ModelHandle
-from acp_memory.sessions.build import build_engine
-from acp_memory.sessions.runner import SessionRunner
+from acp_memory.runtime.runner import SessionRunner
 from acp_memory.sessions.store import SessionStore
 
 pytestmark = pytest.mark.anyio

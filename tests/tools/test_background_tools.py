@@ -14,8 +14,8 @@ from fakes.script import call, text, tool_calls
 from tasks.procs import Fifo, alive, assert_gone
 from tasks.terminal_client import pool_agent
 
+from acp_memory.build import build_engine
 from acp_memory.config import Config, Paths
-from acp_memory.sessions.build import build_engine
 from acp_memory.tasks.pool import Task, TaskPool
 
 pytestmark = pytest.mark.anyio

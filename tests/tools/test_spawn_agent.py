@@ -12,7 +12,7 @@ from fakes.openai_server import FakeOpenAI
 from fakes.script import Reply, call, text, tool_calls
 
 from acp_memory.config.models import SubagentsConfig
-from acp_memory.sessions.subagents import MAX_TASK_BYTES, REPORT_HEADER, cut_task_text
+from acp_memory.runtime.subagents import MAX_TASK_BYTES, REPORT_HEADER, cut_task_text
 
 pytestmark = pytest.mark.anyio
 

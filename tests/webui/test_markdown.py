@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_memory.webui.markdown import render
+from acp_memory.httpserver.webui.markdown import render
 
 
 def test_headings_lists_code_and_emphasis_are_marked_up():

@@ -30,7 +30,7 @@ HEADERS = {
 
 def page_files() -> dict[str, tuple[bytes, str]]:
     """URL path -> (body, content type) of the shell and each asset."""
-    package = files("acp_memory.webui")
+    package = files("acp_memory.httpserver.webui")
     shell = Template(package.joinpath("templates", "index.html").read_text(encoding="utf-8"))
     served = {
         "/": (shell.substitute(version=__version__).encode(), "text/html; charset=utf-8"),

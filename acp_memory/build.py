@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from functools import partial
 
+from acp_memory.commands.registry import BuiltinCommands
 from acp_memory.config import Config, Paths
 from acp_memory.engine.prompt import Templates
 from acp_memory.engine.turn import TurnEngine
 from acp_memory.llm.registry import ProviderHub
 from acp_memory.memory.direct import DirectMemoryTool
-from acp_memory.sessions.runner import SessionRunner
+from acp_memory.runtime.runner import SessionRunner
 from acp_memory.tools.agents import SpawnAgent
 from acp_memory.tools.background import BACKGROUND_TOOLS
 from acp_memory.tools.command import RunCommand
@@ -49,5 +50,10 @@ def build_runner(cfg: Config, paths: Paths, hub: ProviderHub) -> SessionRunner:
     """The session runner of one surface: engine, models, tool services."""
     engine = build_engine(cfg, paths)
     return SessionRunner(
-        cfg, paths, engine, hub.model, partial(hub.model, wait_for_limit_reset=False)
+        cfg,
+        paths,
+        engine,
+        hub.model,
+        partial(hub.model, wait_for_limit_reset=False),
+        commands=BuiltinCommands(),
     )

@@ -28,19 +28,19 @@ from acp_memory.hooks.events import Subagent
 from acp_memory.llm.provider import closing
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.types import ChatRequest, LLMError, StreamEvent
-from acp_memory.memory.agent import MemoryLaunch
 from acp_memory.memory.redact import RedactedStream, redact_json, redact_text
 from acp_memory.memory.store import MemoryStore
+from acp_memory.runtime.memory_agent import MemoryLaunch
+from acp_memory.runtime.subagents import first_line, run_child_turn
 from acp_memory.sessions.model import new_session_id
 from acp_memory.sessions.store import Session
-from acp_memory.sessions.subagents import first_line, run_child_turn
 from acp_memory.tasks.log import TaskLog
 from acp_memory.tasks.pool import PoolRefused, Task, TaskFailed, TaskPool
 from acp_memory.tasks.records import LOG_FILE, TaskRecord, task_dir
 from acp_memory.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from acp_memory.sessions.runner import SessionRunner
+    from acp_memory.runtime.runner import SessionRunner
 
 log = logging.getLogger(__name__)
 

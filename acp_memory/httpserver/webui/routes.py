@@ -13,7 +13,7 @@ from acp_memory import __version__
 from acp_memory.camel import CamelModel
 from acp_memory.httpserver.agent import HttpAgent
 from acp_memory.httpserver.models import Request
-from acp_memory.webui.markdown import render
+from acp_memory.httpserver.webui.markdown import render
 
 
 class ServerInfo(CamelModel):

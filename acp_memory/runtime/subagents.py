@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from acp_memory.editor import Editor, EditorFor
 from acp_memory.engine.events import (
     AgentText,
     AgentThought,
@@ -31,11 +32,11 @@ from acp_memory.llm.types import LLMError, status_phrase
 from acp_memory.sessions.store import Session
 from acp_memory.tasks.log import TaskLog
 from acp_memory.tasks.pool import PoolRefused, Task, TaskFailed, TaskPool
-from acp_memory.tools.base import Editor, EditorFor, ToolError
+from acp_memory.tools.base import ToolError
 from acp_memory.tools.registry import ToolSet
 
 if TYPE_CHECKING:
-    from acp_memory.sessions.runner import SessionRunner
+    from acp_memory.runtime.runner import SessionRunner
 
 log = logging.getLogger(__name__)
 

@@ -10,15 +10,14 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
 from acp_memory.clock import Clock
-from acp_memory.commands.base import CommandCall
-from acp_memory.commands.registry import find_command
 from acp_memory.config import Config, Paths
+from acp_memory.editor import Editor
 from acp_memory.engine.events import AgentText, Emit
 from acp_memory.engine.prompt import TurnContext
 from acp_memory.engine.turn import (
@@ -33,25 +32,40 @@ from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.usage import UsageMeter
 from acp_memory.memory.index import SearchIndexes
 from acp_memory.memory.inline import session_memory
-from acp_memory.sessions.memory_run import (
+from acp_memory.runtime.memory_run import (
     PROCESS_RUNS_IN_FLIGHT,
     SESSION_RUNS_IN_FLIGHT,
     MemoryRun,
     NotifyMemory,
 )
+from acp_memory.runtime.subagents import Subagents
+from acp_memory.runtime.table import SessionTable
 from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import Session, SessionStore
-from acp_memory.sessions.subagents import Subagents
-from acp_memory.sessions.table import SessionTable
 from acp_memory.tasks.pool import PoolSettings, TaskPool
 from acp_memory.tasks.process import KILL_GRACE_SECONDS, groups_killed_on_termination
-from acp_memory.tools.base import Editor, ToolContext
+from acp_memory.tools.base import ToolContext
 from acp_memory.tools.permissions import GRANTS_FILE, PermissionGate
 from acp_memory.tools.registry import ToolSet
 
 log = logging.getLogger(__name__)
 
 MEMORY_EXIT_WAIT_SECONDS = 15.0
+
+
+class SlashCommands(Protocol):
+    """The built-in commands as the runner runs them, ahead of any turn work."""
+
+    async def reply(
+        self,
+        runner: SessionRunner,
+        session: Session,
+        text: str,
+        editor: Editor | None,
+        notify_memory: NotifyMemory | None,
+    ) -> str | None:
+        """The reply of the command that text names, or None for an ordinary prompt."""
+        ...
 
 
 class SessionRunner:
@@ -64,8 +78,12 @@ class SessionRunner:
         engine: TurnEngine,
         model_for: Callable[[str], ModelHandle],
         child_model_for: Callable[[str], ModelHandle] | None = None,
+        *,
+        commands: SlashCommands | None = None,
     ) -> None:
         self.cfg = cfg
+        # Handed in by the composition root (build.py): the commands stand on the runner.
+        self.commands = commands
         self.paths = paths
         self.engine = engine
         self.model_for = model_for
@@ -290,9 +308,10 @@ class SessionRunner:
         call fails, BundleBusy or OSError when the bundle cannot be written.
         """
         await self.hooks.start(session, "resume")  # once: a session new to this process
-        if (found := find_command(text)) is not None:
-            command, argument = found
-            reply = await command.run(CommandCall(self, session, argument, editor, notify_memory))
+        commands = self.commands
+        if commands is not None and (
+            reply := await commands.reply(self, session, text, editor, notify_memory)
+        ) is not None:
             await emit(AgentText(reply))
             return "end_turn"
         model = self.model_for(session.record.selected_model_id)
