@@ -26,6 +26,7 @@ from acp_memory.config.loader import (
 )
 from acp_memory.config.models import ProviderConfig
 from acp_memory.llm.registry import api_key, key_variable
+from acp_memory.memory.roots import Roots
 
 if TYPE_CHECKING:
     import httpx
@@ -93,6 +94,9 @@ def check(
             if problem
             else Finding("ok", f"{label} {folder} is writable")
         )
+    # Every surface leaves such a project root out; doctor says why once.
+    if refused := Roots.from_config(cfg, paths).project_refusal():
+        findings.append(Finding("warning", refused))
     # Measured as a launch reads it: without its surrounding blanks.
     operator_chars = len(cfg.memory.additional_prompt.strip())
     if cfg.memory.additional_prompt_max_chars and (
@@ -203,9 +207,11 @@ def _model_findings(cfg: Config, raw: Mapping[str, Any]) -> list[Finding]:
             )
     used = {m.partition("/")[0] for m in (cfg.default_model_id(), cfg.memory.model) if m}
     for i, p in enumerate(cfg.providers):
-        if p.type == "offline" or p.api_base or api_key(p):
+        if p.type == "offline" or api_key(p):
             continue
         unset = _unset_variables(raw, "providers", i, "api_key")
+        if p.api_base and not unset:
+            continue  # a server of one's own (llama.cpp, vLLM) may take no key at all
         hint = (
             f"its api_key names ${{{unset[0]}}}, which is not set"
             if unset

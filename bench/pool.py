@@ -27,7 +27,8 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from acp_memory.tasks.pool import PoolSettings, TaskPool  # noqa: E402
+from acp_memory.tasks.admission import PoolSettings  # noqa: E402
+from acp_memory.tasks.pool import TaskPool  # noqa: E402
 from acp_memory.tasks.process import SHELL  # noqa: E402
 
 COMMAND = "true"

@@ -26,7 +26,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
-from acp_memory.memory import index as index_module
+from acp_memory.memory.index import sync as index_sync
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore
 from acp_memory.memory.watch import Changes, Watcher
@@ -284,7 +284,7 @@ def compare_watchers(work: Path, notes: int, edits: int = 50) -> None:
     corpus = build_corpus(work / "memory", notes)
     print(f"corpus: {notes} notes; {edits} hand edits, each followed at once by a search")
     for name, watcher in (("inotify", Watcher), ("watchfiles", WatchfilesWatcher)):
-        index_module.Watcher = watcher  # type: ignore[misc, assignment]
+        index_sync.Watcher = watcher  # type: ignore[misc, assignment]
         fds, threads = _count("/proc/self/fd"), _count("/proc/self/task")
         with MemoryStore(Roots(work / "memory"), work / f"cache-{name}") as store:
             first = timed(lambda: store.search(corpus.queries[0], "global", HITS))
@@ -300,7 +300,7 @@ def compare_watchers(work: Path, notes: int, edits: int = 50) -> None:
                 hits = store.search(f"zqmarker{i}", "global", HITS)
                 after.append((time.perf_counter() - start) * 1000)
                 seen += bool(hits)
-        index_module.Watcher = Watcher  # type: ignore[misc]
+        index_sync.Watcher = Watcher  # type: ignore[misc]
         print(f"{name:10}  first search {first:7.1f} ms, +{extra_fds} descriptors "
               f"+{extra_threads} threads for the root; warm median "
               f"{statistics.median(warm):.2f} ms; right after an edit median "

@@ -1,35 +1,41 @@
-"""The ACP method handlers: sessions, modes, prompts and cancellation."""
+"""The ACP method handlers of one connection: sessions opened, loaded and listed, their
+modes and options changed, prompts run and cancelled."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
 from functools import partial
-from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 
-from acp_memory import __version__
 from acp_memory.acp.client import AcpEditor
 from acp_memory.acp.content import prompt_text
+from acp_memory.acp.errors import (
+    claiming,
+    creating,
+    loading,
+    model_calls,
+    not_loadable,
+    workspace,
+    writes,
+)
+from acp_memory.acp.handshake import Handlers, authenticate, initialize
+from acp_memory.acp.options import (
+    check_mode,
+    check_model,
+    config_options,
+    mode_updates,
+    session_state,
+)
 from acp_memory.acp.schema import (
-    PROTOCOL_VERSION,
-    AuthenticateRequest,
     CancelNotification,
-    InitializeRequest,
     ListSessionsRequest,
     LoadSessionRequest,
     NewSessionRequest,
     PromptRequest,
-    SelectConfigOption,
-    SelectOption,
     SessionInfo,
-    SessionMode,
-    SessionModeState,
     SetConfigOptionRequest,
     SetSessionModeRequest,
-    initialize_response,
 )
 from acp_memory.acp.updates import commands_update, event_update, replay_updates
 from acp_memory.acp.wire import parse_params
@@ -37,22 +43,10 @@ from acp_memory.commands.registry import COMMANDS
 from acp_memory.editor import Editor
 from acp_memory.engine.events import TurnEvent
 from acp_memory.engine.turn import StopReason
-from acp_memory.jsonrpc.connection import after_reply
-from acp_memory.jsonrpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
-from acp_memory.llm.registry import UnknownModelError
-from acp_memory.llm.types import LLMError
-from acp_memory.modes import MODE_LABELS, MODES, unknown_mode
-from acp_memory.oserror import os_error_text
+from acp_memory.jsonrpc.dispatch import after_reply
+from acp_memory.jsonrpc.errors import INVALID_PARAMS, RpcError
 from acp_memory.runtime.runner import SessionRunner
-from acp_memory.runtime.table import (
-    ReadOnlySession,
-    SessionUnsaved,
-    Stopping,
-    TurnRunning,
-    refuse_child,
-    saving,
-)
-from acp_memory.sessions.lock import BundleBusy
+from acp_memory.runtime.table import ReadOnlySession, refuse_child
 from acp_memory.sessions.store import (
     SESSION_FILE,
     BundleError,
@@ -62,12 +56,7 @@ from acp_memory.sessions.store import (
     encode_cursor,
 )
 
-SESSION_BUSY = -32001
-# ACP's own code for an unknown session (or other resource).
-RESOURCE_NOT_FOUND = -32002
 LIST_PAGE_SIZE = 50
-
-
 MEMORY_RUN_METHOD = "_acp_memory/memory_run"
 
 
@@ -94,7 +83,7 @@ class AcpAgent:
         self.client_capabilities: dict[str, Any] = {}
         self.table = runner.session_table()  # idle sessions let go (serve() runs it)
 
-    def handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[Any]]]:
+    def handlers(self) -> Handlers:
         return {
             "initialize": self.initialize,
             "authenticate": self.authenticate,
@@ -128,7 +117,7 @@ class AcpAgent:
 
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(NewSessionRequest, params)
-        cwd = await _workspace(req.cwd)
+        cwd = await workspace(req.cwd)
         # Taken before any wait, so that a second session/new never gets the same id; given
         # back if this one fails.
         named, self.first_session_id = self.first_session_id, None
@@ -139,32 +128,28 @@ class AcpAgent:
                 await self._move(found, cwd)
                 after_reply(partial(self._replay, found))
                 await self._resume(found)
-                return {"sessionId": found.id, **self._session_state(found)}
+                return {"sessionId": found.id, **self._state(found)}
             servers = [s.stored() for s in req.mcp_servers]
-            try:
+            with creating():
                 session = await self.runner.create_session(
                     cwd, mcp_servers=servers, session_id=named
                 )
-            except OSError as exc:
-                raise RpcError(
-                    INTERNAL_ERROR, f"cannot create the session: {os_error_text(exc)}"
-                ) from None
         except BaseException:
             if named is not None:
                 self.first_session_id = named
             raise
         self.table.add(session)
         self._advertise_commands(session.id)
-        return {"sessionId": session.id, **self._session_state(session)}
+        return {"sessionId": session.id, **self._state(session)}
 
     async def load_session(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(LoadSessionRequest, params)
-        cwd = await _workspace(req.cwd)
+        cwd = await workspace(req.cwd)
         session = await self.session(req.session_id)
         await self._move(session, cwd)
         await self._replay(session)
         await self._resume(session)
-        return self._session_state(session)
+        return self._state(session)
 
     async def _named_session(self, session_id: str) -> Session | None:
         """The session `--session-id` names, or None when no bundle has that id yet."""
@@ -173,16 +158,11 @@ class AcpAgent:
         except SessionNotFound:
             if await anyio.Path(self.store.root / session_id).exists():
                 # A folder without its session.json: never written over.
-                raise RpcError(
-                    RESOURCE_NOT_FOUND,
-                    f"Session {session_id} cannot be loaded: "
-                    f"{self.store.root / session_id / SESSION_FILE} is missing",
-                ) from None
+                missing = self.store.root / session_id / SESSION_FILE
+                raise not_loadable(session_id, f"{missing} is missing") from None
             return None
         except BundleError as exc:
-            raise RpcError(
-                RESOURCE_NOT_FOUND, f"Session {session_id} cannot be loaded: {exc}"
-            ) from None
+            raise not_loadable(session_id, exc) from None
         except ReadOnlySession as exc:
             raise RpcError(INVALID_PARAMS, f"--session-id: {exc}") from None
 
@@ -190,7 +170,7 @@ class AcpAgent:
         """A loaded session takes the client's cwd (only session.json changes)."""
         if session.record.cwd != cwd and not self.table.running(session.id):
             session.record.cwd = cwd
-            with _writes(session):
+            with writes(session):
                 await session.save_record()
 
     async def _replay(self, session: Session) -> None:
@@ -231,14 +211,8 @@ class AcpAgent:
     async def session(self, session_id: str) -> Session:
         """A session of this process, loading its bundle on first use; one whose model the
         config no longer lists goes on with the default model."""
-        try:
+        with loading(session_id):
             session = await self.table.get(session_id)
-        except SessionNotFound:
-            raise RpcError(RESOURCE_NOT_FOUND, f"Session not found: {session_id}") from None
-        except BundleError as exc:
-            raise RpcError(
-                RESOURCE_NOT_FOUND, f"Session {session_id} cannot be loaded: {exc}"
-            ) from None
         record = session.record
         if not record.subagent_run and record.selected_model_id not in self.cfg.model_ids():
             # The selector offers only listed models: its current value must be one of them.
@@ -275,69 +249,25 @@ class AcpAgent:
         if req.config_id == "mode":
             await self._switch_mode(session, value)
         elif req.config_id == "model":
-            if value not in self.cfg.model_ids():
-                raise RpcError(
-                    INVALID_PARAMS,
-                    f"Invalid params: value: unknown model {value!r}; "
-                    f"choose one of {', '.join(self.cfg.model_ids())}",
-                )
-            session.record.selected_model_id = value
-            with _writes(session):
+            session.record.selected_model_id = check_model(value, self.cfg.model_ids())
+            with writes(session):
                 await session.save_record()  # only session.json changed
         else:
             raise RpcError(
                 INVALID_PARAMS, f"Invalid params: configId: unknown option {req.config_id!r}"
             )
-        return {"configOptions": self._session_state(session)["configOptions"]}
+        return {"configOptions": config_options(session.record, self.cfg.model_ids())}
 
     async def _switch_mode(self, session: Session, mode_id: str) -> None:
-        if mode_id not in MODES:
-            raise RpcError(
-                INVALID_PARAMS,
-                f"Invalid params: modeId: {unknown_mode(mode_id)}",
-            )
-        if session.record.mode != mode_id:
+        if session.record.mode != check_mode(mode_id):
             session.record.mode = mode_id
-            with _writes(session):
+            with writes(session):
                 await session.save_record()  # only session.json changed
-        await self._update(
-            session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
-        )
-        # Clients that show the config options rather than the modes see the switch too.
-        options = self._session_state(session)["configOptions"]
-        await self._update(
-            session.id, {"sessionUpdate": "config_option_update", "configOptions": options}
-        )
+        for update in mode_updates(session.record, self.cfg.model_ids()):
+            await self._update(session.id, update)
 
-    def _session_state(self, session: Session) -> dict[str, Any]:
-        record = session.record
-        modes = SessionModeState(
-            current_mode_id=record.mode,
-            available_modes=[
-                SessionMode(id=mode_id, name=name, description=desc)
-                for mode_id, (name, desc) in MODE_LABELS.items()
-            ],
-        )
-        options = [
-            SelectConfigOption(
-                id="mode",
-                name="Mode",
-                category="mode",
-                current_value=record.mode,
-                options=[
-                    SelectOption(value=m, name=name, description=desc)
-                    for m, (name, desc) in MODE_LABELS.items()
-                ],
-            ),
-            SelectConfigOption(
-                id="model",
-                name="Model",
-                category="model",
-                current_value=record.selected_model_id,
-                options=[SelectOption(value=m, name=m) for m in self.cfg.model_ids()],
-            ),
-        ]
-        return {"modes": modes.dump(), "configOptions": [o.dump() for o in options]}
+    def _state(self, session: Session) -> dict[str, Any]:
+        return session_state(session.record, self.cfg.model_ids())
 
     # -- turns -------------------------------------------------------------------------
 
@@ -345,14 +275,8 @@ class AcpAgent:
         req = parse_params(PromptRequest, params)
         session = await self.writable_session(req.session_id)
         text = prompt_text(list(req.prompt))
-        try:
+        with claiming():
             scope = self.table.claim(session)
-        except TurnRunning as exc:
-            raise RpcError(
-                SESSION_BUSY, f"{exc}; wait for its answer or send session/cancel first"
-            ) from None
-        except Stopping:
-            raise RpcError(INTERNAL_ERROR, "the agent is stopping: its input closed") from None
         stop: StopReason = "cancelled"
         try:
             with scope:
@@ -368,17 +292,10 @@ class AcpAgent:
         async def notify_memory(update: dict[str, Any]) -> None:
             await self._memory_run(session.id, update)
 
-        try:
-            with _writes(session):
-                return await self.runner.run_turn(
-                    session, text, emit, editor=self.editor, notify_memory=notify_memory
-                )
-        except UnknownModelError as exc:
-            raise RpcError(INTERNAL_ERROR, str(exc)) from None
-        except LLMError as exc:
-            # The turn ends; the editor is told why, with the provider's status and words.
-            data = {"status": exc.status, "provider": exc.provider, "afterOutput": exc.after_output}
-            raise RpcError(INTERNAL_ERROR, f"model call failed: {exc}", data) from None
+        with model_calls(), writes(session):
+            return await self.runner.run_turn(
+                session, text, emit, editor=self.editor, notify_memory=notify_memory
+            )
 
     async def cancel(self, params: dict[str, Any]) -> None:
         req = parse_params(CancelNotification, params)
@@ -404,58 +321,3 @@ class AcpAgent:
     async def _update(self, session_id: str, update: dict[str, Any]) -> None:
         if self.peer is not None:
             await self.peer.notify("session/update", {"sessionId": session_id, "update": update})
-
-
-async def initialize(params: dict[str, Any]) -> dict[str, Any]:
-    """The answer to `initialize`: the version we both speak, and what this agent can do."""
-    req = parse_params(InitializeRequest, params)
-    version = min(req.protocol_version, PROTOCOL_VERSION)
-    return initialize_response(version, "acp-memory", __version__)
-
-
-async def authenticate(params: dict[str, Any]) -> dict[str, Any]:
-    """No authentication is needed: provider keys come from the config."""
-    parse_params(AuthenticateRequest, params)
-    return {}
-
-
-def unconfigured_handlers(problem: str) -> dict[str, Callable[[dict[str, Any]], Awaitable[Any]]]:
-    """An agent whose config failed to load: it answers initialize, so the editor connects
-    and shows `problem` on the first session request, rather than a bare "server exited"."""
-
-    async def refuse(params: dict[str, Any]) -> dict[str, Any]:
-        raise RpcError(INTERNAL_ERROR, f"acp-memory cannot start: {problem}")
-
-    async def ignore(params: dict[str, Any]) -> None:
-        return None
-
-    session_methods = ("new", "load", "list", "prompt", "set_mode", "set_config_option")
-    return {
-        "initialize": initialize,
-        "authenticate": authenticate,
-        "session/cancel": ignore,
-        **{f"session/{name}": refuse for name in session_methods},
-    }
-
-
-async def _workspace(cwd: str) -> str:
-    """The session's cwd, refused unless it is an absolute path to an existing folder."""
-    if not Path(cwd).is_absolute():
-        raise RpcError(
-            INVALID_PARAMS, f"Invalid params: cwd: must be an absolute path, got {cwd!r}"
-        )
-    if not await anyio.Path(cwd).is_dir():
-        raise RpcError(INVALID_PARAMS, f"Invalid params: cwd: no such folder: {cwd}")
-    return cwd
-
-
-@contextmanager
-def _writes(session: Session) -> Iterator[None]:
-    """A bundle that cannot be written becomes an error the editor shows, never a traceback."""
-    try:
-        with saving(session):
-            yield
-    except BundleBusy as exc:
-        raise RpcError(SESSION_BUSY, f"Session {session.id} is busy: {exc}") from None
-    except SessionUnsaved as exc:
-        raise RpcError(INTERNAL_ERROR, str(exc)) from None

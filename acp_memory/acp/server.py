@@ -7,7 +7,8 @@ import logging
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from acp_memory.acp.agent import AcpAgent, unconfigured_handlers
+from acp_memory.acp.agent import AcpAgent
+from acp_memory.acp.handshake import unconfigured_handlers
 from acp_memory.build import build_runner
 from acp_memory.config import Config, Paths
 from acp_memory.jsonrpc.connection import Connection
@@ -47,7 +48,7 @@ async def serve(
                 await _serve_until(conn, stop)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await agent.runner.drain_memory_runs()
+                    await agent.runner.memory.drain()
                 agent.close()
     if stop is None or not stop.is_set():  # a signal's stop is the user's own: no news
         log.info("input closed; agent stopped")

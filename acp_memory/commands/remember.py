@@ -30,7 +30,9 @@ class Persist:
             )
         if not runner.memory_due(session):
             return f"/{self.name} needs memory on (memory.enable: true); nothing was changed."
-        run = MemoryRun(runner, session, f"{self.lead} {text}", call.notify_memory, PlainContext())
+        run = MemoryRun(
+            runner.memory, session, f"{self.lead} {text}", call.notify_memory, PlainContext()
+        )
         return await run.reply()
 
 

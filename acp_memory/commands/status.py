@@ -10,7 +10,7 @@ import anyio
 
 from acp_memory.commands.base import CommandCall
 from acp_memory.memory.roots import Roots, is_note_name
-from acp_memory.runtime.memory_run import MEMORY_AGENT_NAME, final_message
+from acp_memory.runtime.memory_service import MEMORY_AGENT_NAME, final_message
 from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
 from acp_memory.tasks.log import read_file_tail
 from acp_memory.tasks.records import LOG_FILE, TaskRecord, format_seconds, task_dir
@@ -29,7 +29,7 @@ class MemoryStatus:
         if not runner.cfg.memory.enable:
             lines.append("Memory runs are off (memory.enable: false).")
         pool = runner.pool_for(session)
-        runs = [r for r in await pool.list(include_system=True) if _is_memory_run(r)]
+        runs = [r for r in await pool.records(include_system=True) if _is_memory_run(r)]
         if not runs:
             lines.append("No memory run in this session yet.")
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,19 +218,28 @@ def parse_config(raw: Mapping[str, Any], source: Path) -> Config:
 
 # Pydantic names its model class when a section is not a mapping; the user knows the key.
 _NOT_A_MAPPING = {"model_type", "model_attributes_type", "dict_type"}
+# What the user wrote, shown by its start only: a value shared by YAML aliases may hold
+# billions of nodes, which a full repr would walk.
+MAX_ERRORS_SHOWN = 5
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring = 1, 3, 3, 40
 
 
 def describe_errors(exc: ValidationError) -> str:
-    """Every error of a validation as `key: what is wrong`, on one line."""
+    """The errors of a validation as `key: what is wrong`, on one line (the first
+    MAX_ERRORS_SHOWN, then how many more)."""
     parts = []
-    for err in exc.errors():
+    errors = exc.errors()
+    for err in errors[:MAX_ERRORS_SHOWN]:
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         if err["type"] in _NOT_A_MAPPING:
-            got = _one_line(repr(err["input"]))
-            msg = f"must be a mapping of keys (key: value), not {got[:60]}"
+            got = _one_line(_SHORT.repr(err["input"]))
+            msg = f"must be a mapping of keys (key: value), not {got}"
         else:
             msg = _one_line(err["msg"])
         parts.append(f"{key}: {msg}")
+    if len(errors) > MAX_ERRORS_SHOWN:
+        parts.append(f"and {len(errors) - MAX_ERRORS_SHOWN} more")
     return "; ".join(parts)
 
 

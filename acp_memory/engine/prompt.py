@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 
 from acp_memory.llm.types import Message, ToolSpec
+from acp_memory.timestamps import iso, utc_now
 
 TURN_CONTEXT_OPEN = "<turn_context>"
 # The opening line itself says what the block is, so no reader can take it for the user.
@@ -87,7 +88,7 @@ class TurnContext:
     hook_output: list[str] = field(default_factory=list)
 
     def time_text(self) -> str:
-        return (self.now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return iso(self.now or utc_now(), timespec="seconds")
 
     def tasks_text(self) -> str:
         return "\n".join(f"- {t}" for t in self.background_tasks) or "none running"

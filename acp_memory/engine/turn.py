@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -35,6 +34,7 @@ from acp_memory.llm.types import (
 )
 from acp_memory.sessions.model import StoredToolCall, TranscriptMessage, since_compaction
 from acp_memory.sessions.store import Session
+from acp_memory.timestamps import Now, utc_now
 from acp_memory.tools.base import Diff, ToolContent, ToolContext, ToolResult, TurnCancelled
 from acp_memory.tools.registry import MAIN_AGENT_ONLY, PreparedCall, ToolRegistry, ToolSet
 
@@ -45,11 +45,6 @@ CANCELLED_RESULT = "Error: the tool call was cancelled by the user."
 # The result of a call the turn never started (the editor never saw it either).
 NOT_RUN_RESULT = "Error: the tool call was not run; the turn stopped before it started."
 COMPACTED = "The conversation before this point was compacted (/compact). Its summary:"
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class TurnContextSource(Protocol):
@@ -92,7 +87,7 @@ class TurnEngine:
         templates: Templates,
         tools: ToolRegistry,
         max_turns: int,
-        clock: Clock = utc_now,
+        clock: Now = utc_now,
     ) -> None:
         self.templates = templates
         self.tools = tools

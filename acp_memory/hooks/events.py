@@ -136,7 +136,7 @@ class SessionHooks:
 def _read(event: str, run: HookRun, outcome: Outcome) -> str | None:
     """One hook's answer: a block's reason (None when it did not block); plain stdout of a
     hook that went on is added to outcome.output."""
-    shown = f"{event} hook {run.command!r}"
+    shown = f"{event} hook '{run.command}'"  # as typed, quotes and all: never a repr
     decision = _decision(run.stdout) if run.exit_code == 0 else None
     if run.exit_code == BLOCK or decision is not None:
         reason = (run.stderr if run.exit_code == BLOCK else decision or "").strip()

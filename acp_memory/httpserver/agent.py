@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -28,6 +27,7 @@ from acp_memory.llm.usage import UsageMeter
 from acp_memory.memory.store import MemoryStore
 from acp_memory.modes import MODES, unknown_mode
 from acp_memory.oserror import os_error_text
+from acp_memory.paths import NotAWorkspace, check_workspace
 from acp_memory.runtime.runner import SessionRunner
 from acp_memory.runtime.table import (
     ReadOnlySession,
@@ -95,10 +95,10 @@ class HttpAgent:
         messages: Sequence[TranscriptMessage] = (),
     ) -> Session:
         """A new session in the folder cwd, starting from `messages` (an earlier conversation)."""
-        if not Path(cwd).is_absolute():
-            raise ApiError(400, f"cwd: must be an absolute path, got {cwd!r}")
-        if not await anyio.Path(cwd).is_dir():
-            raise ApiError(400, f"cwd: no such folder: {cwd}")
+        try:
+            await check_workspace(cwd)
+        except NotAWorkspace as exc:
+            raise ApiError(400, f"cwd: {exc}") from None
         self.check_mode(mode)
         if model is not None:
             self.check_model(model)
@@ -243,9 +243,7 @@ class HttpAgent:
 
     def memory_store(self, session: Session) -> MemoryStore:
         """The notes of the session: the global root and its workspace's `memory/`."""
-        return MemoryStore.from_config(
-            self.cfg, self.paths, Path(session.record.cwd), indexes=self.runner.memory_indexes()
-        )
+        return self.runner.memory.store_for(session.record.cwd)
 
 
 @contextlib.contextmanager

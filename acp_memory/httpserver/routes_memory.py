@@ -33,6 +33,7 @@ from acp_memory.httpserver.routes_sessions import SessionId
 from acp_memory.memory.redact import redact
 from acp_memory.memory.roots import Location
 from acp_memory.memory.store import MemoryStore, NoteError
+from acp_memory.timestamps import iso
 
 SCOPES: dict[str, str] = {"global": "global", "workspace": "project"}
 _PROJECT_PATH = re.compile(r"(?<![\w:.])project:")  # the store's name of a workspace path
@@ -112,7 +113,7 @@ def _tree(store: MemoryStore, root: Root | None, path: str) -> MemoryTree:
                 path=e.loc.rel,
                 type="dir" if e.is_dir else "file",
                 size=0 if e.is_dir else e.size,
-                modified=_iso(e.mtime),
+                modified=iso(datetime.fromtimestamp(e.mtime, UTC)),
             )
             for e in entries
         ],
@@ -174,8 +175,3 @@ def _existing(loc: Location, root: Root) -> Location:
     if not loc.path.exists() and not loc.path.is_symlink():
         raise ApiError(404, f"nothing at {root}:{loc.rel}")
     return loc
-
-
-def _iso(mtime: float) -> str:
-    stamp = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="milliseconds")
-    return stamp.replace("+00:00", "Z")

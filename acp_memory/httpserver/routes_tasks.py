@@ -32,7 +32,7 @@ def task_routes(agent: HttpAgent) -> APIRouter:
     async def list_tasks(session_id: SessionId) -> TaskList:
         """Every task of the session, oldest first, memory runs (`system: true`) included."""
         _, pool = await pool_of(session_id)
-        return TaskList(tasks=[r.dump() for r in await pool.list(include_system=True)])
+        return TaskList(tasks=[r.dump() for r in await pool.records(include_system=True)])
 
     @router.get("/{taskId}", response_model_exclude_none=True)
     async def get_task(

@@ -27,9 +27,9 @@ from acp_memory.llm.transport import (
 from acp_memory.llm.types import (
     ChatRequest,
     Finished,
+    FinishReason,
     Message,
     ReasoningDelta,
-    StopReason,
     StreamEvent,
     TextDelta,
     ToolCall,
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 DEFAULT_API_BASE = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 CACHE_BREAKPOINT = {"type": "ephemeral"}
-_STOP: dict[str, StopReason] = {
+_STOP: dict[str, FinishReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "max_tokens": "length",
@@ -154,7 +154,7 @@ class _EventReader:
         self._endpoint = endpoint
         self._blocks: dict[int, _Block] = {}
         self._usage = _UsageCounter()
-        self._reason: StopReason = "other"
+        self._reason: FinishReason = "other"
         self.done = False
 
     def feed(self, event: dict[str, Any], name: str) -> list[StreamEvent]:

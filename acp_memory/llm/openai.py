@@ -28,9 +28,9 @@ from acp_memory.llm.transport import (
 from acp_memory.llm.types import (
     ChatRequest,
     Finished,
+    FinishReason,
     Message,
     ReasoningDelta,
-    StopReason,
     StreamEvent,
     TextDelta,
     ToolCall,
@@ -41,7 +41,7 @@ from acp_memory.llm.types import (
 log = logging.getLogger(__name__)
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
-_FINISH: dict[str, StopReason] = {
+_FINISH: dict[str, FinishReason] = {
     "stop": "stop",
     "length": "length",
     "tool_calls": "tool_calls",
@@ -163,7 +163,7 @@ class _ChunkReader:
     def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint
         self.calls = _CallAssembler()
-        self.reason: StopReason | None = None
+        self.reason: FinishReason | None = None
         self.usage: Usage | None = None
 
     def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
@@ -210,7 +210,7 @@ def _content_events(delta: dict[str, Any]) -> list[StreamEvent]:
     return events
 
 
-def _reason(reason: StopReason, calls: int) -> StopReason:
+def _reason(reason: FinishReason, calls: int) -> FinishReason:
     # llama.cpp and Ollama have answered "stop" to a message full of tool calls.
     return "tool_calls" if calls and reason == "stop" else reason
 

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+from acp_memory.timestamps import parse_iso
+
 _RESET_HEADERS = (
     # (reset header, matching remaining header)
     ("x-ratelimit-reset-requests", "x-ratelimit-remaining-requests"),
@@ -78,11 +80,9 @@ def parse_reset(value: str, now: datetime) -> float | None:
         scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
         return sum(float(n) * scale[u] for n, u in parts)
     try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        when = parse_iso(value)
     except ValueError:
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
     return max(0.0, (when - now).total_seconds())
 
 

@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
 from acp_memory.config.models import Config, ModelConfig, ProviderConfig
-from acp_memory.llm.offline import OfflineProvider
+from acp_memory.llm.offline.provider import OfflineProvider
 from acp_memory.llm.provider import Provider
 from acp_memory.llm.types import ChatRequest, LLMError, Message, StreamEvent, ToolSpec
 

@@ -70,12 +70,13 @@ class ToolCallReady:
     call: ToolCall
 
 
-StopReason = Literal["stop", "tool_calls", "length", "refusal", "other"]
+# Why the provider ended its answer (the turn maps it to an ACP stop reason).
+FinishReason = Literal["stop", "tool_calls", "length", "refusal", "other"]
 
 
 @dataclass(frozen=True)
 class Finished:
-    reason: StopReason
+    reason: FinishReason
     usage: Usage | None = None
 
 

@@ -140,7 +140,7 @@ def _list(store: MemoryStore, path: str | None) -> int:
 
 
 def _search(store: MemoryStore, args: argparse.Namespace, default_limit: int) -> int:
-    from acp_memory.memory.index import Ranked
+    from acp_memory.memory.index.query import Ranked
 
     limit = args.limit if args.limit is not None else default_limit
     if limit < 1:

@@ -18,7 +18,13 @@ from html import escape
 from pathlib import Path
 
 from acp_memory.config import Config, Paths
-from acp_memory.memory.roots import Entry, Location, MemoryPathError, Roots, visible_entries
+from acp_memory.memory.roots import (
+    FolderEntry,
+    Location,
+    MemoryPathError,
+    Roots,
+    visible_entries,
+)
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +119,7 @@ def _notes(root: Location) -> list[_Note]:
             if real in seen:
                 continue
             seen.add(real)
-            entries: list[Entry] = list(visible_entries(folder))
+            entries: list[FolderEntry] = list(visible_entries(folder))
         except (OSError, MemoryPathError) as exc:
             log.warning("inline memory: cannot list %s: %s", folder.path, exc)
             continue

@@ -207,7 +207,7 @@ def ensure_inside(loc: Location) -> None:
 
 
 @dataclass(frozen=True)
-class Entry:
+class FolderEntry:
     """One visible child of a folder: a subfolder or a note."""
 
     loc: Location
@@ -216,7 +216,7 @@ class Entry:
     mtime: float
 
 
-def visible_entries(folder: Location) -> Iterator[Entry]:
+def visible_entries(folder: Location) -> Iterator[FolderEntry]:
     """A folder's notes and subfolders; dot-entries, other files and escaping symlinks skipped."""
     real_root = folder.root.resolve()
     try:
@@ -236,4 +236,4 @@ def visible_entries(folder: Location) -> Iterator[Entry]:
                 st = entry.stat()
             except OSError:
                 continue  # vanished or unreadable between scandir and stat
-            yield Entry(folder.child(entry.name), is_dir, st.st_size, st.st_mtime)
+            yield FolderEntry(folder.child(entry.name), is_dir, st.st_size, st.st_mtime)

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from acp_memory.memory.index import TIERS, Candidate, Ranked, SearchIndexes
+from acp_memory.memory.index.indexes import SearchIndexes
+from acp_memory.memory.index.query import TIERS, Candidate, Ranked
 from acp_memory.memory.roots import Roots
 from acp_memory.text.analyze import parse_query
 

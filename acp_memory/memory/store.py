@@ -22,12 +22,12 @@ from pathlib import Path
 
 from acp_memory.atomic import write_atomic
 from acp_memory.config import Config, Paths
-from acp_memory.memory.index import DEFAULT_MAX_ROOTS, ClosedOnExit, SearchIndexes
+from acp_memory.memory.index.indexes import DEFAULT_MAX_ROOTS, ClosedOnExit, SearchIndexes
 from acp_memory.memory.redact import Redaction, redact
 from acp_memory.memory.roots import (
     NOTE_SUFFIXES,
     SCOPES,
-    Entry,
+    FolderEntry,
     Location,
     MemoryPathError,
     Roots,
@@ -113,7 +113,7 @@ class MemoryStore(ClosedOnExit):
         except MemoryPathError as exc:
             raise NoteError(str(exc)) from None
 
-    def list_dir(self, path: str) -> tuple[Location, list[Entry]]:
+    def list_dir(self, path: str) -> tuple[Location, list[FolderEntry]]:
         """One level of a folder, folders first; a missing folder is an empty listing."""
         loc = self.locate(path)
         if loc.path.is_file():

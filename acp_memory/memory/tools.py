@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from acp_memory.config.models import MemoryConfig
-from acp_memory.memory.roots import SCOPE_ALIASES, Entry, MemoryPathError, scope_name
+from acp_memory.memory.roots import SCOPE_ALIASES, FolderEntry, MemoryPathError, scope_name
 from acp_memory.memory.search import Hits
 from acp_memory.memory.store import MemoryStore, NoteError, SaveResult
 from acp_memory.tools.base import Tool, ToolContext, ToolKind, ToolResult
@@ -47,7 +47,7 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def format_listing(display: str, entries: list[Entry]) -> str:
+def format_listing(display: str, entries: list[FolderEntry]) -> str:
     """One line per folder or note, with size and modification time."""
     head = display if display.endswith((":", "/")) else display + "/"
     if not entries:

@@ -13,7 +13,7 @@ from acp_memory.clock import Clock
 from acp_memory.printmode.console import Console, RunOutcome
 from acp_memory.printmode.output import Output
 from acp_memory.runtime.memory_agent import NO_HITS
-from acp_memory.runtime.memory_run import run_reason
+from acp_memory.runtime.memory_run import finished_update
 from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
 from acp_memory.tasks.records import TaskRecord, format_seconds
@@ -27,7 +27,7 @@ CHANGING_TOOLS = frozenset({"memory_save", "memory_delete"})
 
 
 class RunTask(Protocol):
-    """What the watch reads of the run's task (a tasks.pool.Task)."""
+    """What the watch reads of the run's task (a tasks.task.Task)."""
 
     @property
     def id(self) -> str: ...
@@ -105,18 +105,8 @@ class MemoryWatch:
         if task is None or self.settled or not task.done.is_set():
             return
         assert self.last is not None
-        record = task.record
-        update: dict[str, Any] = {
-            "status": "finished",
-            "taskId": task.id,
-            "childSessionId": self.last.get("childSessionId"),
-            "taskStatus": record.status,
-            "durationMs": max(int((record.elapsed_seconds() or 0.0) * 1000), 0),
-            "delivered": False,
-        }
-        if record.status != "succeeded":
-            update["reason"] = run_reason(record)
-        await self._tell(update)
+        child = self.last.get("childSessionId")
+        await self._tell(finished_update(task.id, child, task.record, delivered=False))
 
     def summary(self) -> dict[str, Any] | None:
         """The result object's `memory`: the run's last known state, None without a run."""

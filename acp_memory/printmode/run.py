@@ -120,7 +120,7 @@ async def _main(cfg: Config, paths: Paths, options: PrintOptions, text: str) -> 
         runner = build_runner(cfg, paths, hub)
         # Print mode waits for its memory run itself, within the run's timeout; a process
         # stopped by Ctrl-C or SIGTERM stops at once.
-        runner.memory_exit_wait_seconds = 0
+        runner.memory.exit_wait_seconds = 0
         meter = UsageMeter()
         runner.model_for = meter.around(runner.model_for)
         try:

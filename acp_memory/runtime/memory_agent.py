@@ -17,12 +17,12 @@ from acp_memory.config.models import Config, MemoryConfig
 from acp_memory.engine.prompt import Templates
 from acp_memory.memory.store import MemoryStore
 from acp_memory.memory.tools import memory_tools
+from acp_memory.text.task_text import cut_task_text
 from acp_memory.tools.registry import ToolSet
 
 log = logging.getLogger(__name__)
 
 MEMORY_TEMPLATE = "memory_agent.md"
-TASK_LIMIT_BYTES = 32 * 1024  # the bound a spawn_agent prompt has
 NO_HITS = "(no memory hits)"
 READ_TOOLS = ("memory_search", "memory_list", "memory_read")
 WRITE_TOOLS = ("memory_mkdir", "memory_save", "memory_delete")
@@ -37,22 +37,6 @@ READ_ONLY_NOTICE = (
     "forget or delete something; then add the line \"Not saved: memory is read-only in ask "
     "mode.\" to your report."
 )
-_CUT_MARKER = "[acp-memory: the message was cut here, after {kept} of its {total} bytes of UTF-8]"
-
-
-def memory_task_text(message: str, limit_bytes: int = TASK_LIMIT_BYTES) -> str:
-    """The child's task: the user message, cut at limit_bytes of UTF-8 on a character boundary
-    with a marker line saying so (the marker comes on top of the kept bytes)."""
-    # surrogatepass: a lone surrogate from a JSON \ud800 escape must cost a cut, not a crash.
-    head = message[: limit_bytes + 1].encode("utf-8", "surrogatepass")
-    if len(head) <= limit_bytes:
-        return message
-    cut = limit_bytes
-    while cut > 0 and head[cut] & 0xC0 == 0x80:  # never split a character's bytes
-        cut -= 1
-    kept = head[:cut].decode("utf-8", "surrogatepass")
-    total = len(message.encode("utf-8", "surrogatepass"))
-    return f"{kept}\n\n{_CUT_MARKER.format(kept=cut, total=total)}"
 
 
 def operator_instructions(additional_prompt: str, max_chars: int) -> tuple[str, bool]:
@@ -85,16 +69,6 @@ def compose_memory_template(template: str, *, read_only: bool, operator: str) ->
     if at is None:
         return template.rstrip("\n") + "\n\n" + "\n\n".join(sections) + "\n"
     return "\n\n".join([*blocks[:at], *sections, *blocks[at:]])
-
-
-def memory_system_template(
-    templates: Templates, *, read_only: bool, additional_prompt: str, max_chars: int
-) -> str:
-    """The child's template before the engine fills {{cwd}}, {{tools}} and {{memory}}."""
-    operator, _ = operator_instructions(additional_prompt, max_chars)
-    return compose_memory_template(
-        templates.load(MEMORY_TEMPLATE), read_only=read_only, operator=operator
-    )
 
 
 class MemoryTemplates(Templates):
@@ -160,11 +134,6 @@ def memory_max_turns(cfg: Config) -> int:
     return max(cfg.memory.recall_max_turns, cfg.memory.persist_max_turns)
 
 
-def memory_max_tokens(cfg: Config, model_id: str) -> int:
-    """The completion cap of the child's calls on model_id: copilot_max_tokens at most."""
-    return min(cfg.find_model(model_id).max_tokens, cfg.memory.copilot_max_tokens)
-
-
 @dataclass(frozen=True)
 class MemoryLaunch:
     """What one run of the child needs, decided before it starts."""
@@ -191,7 +160,7 @@ class MemoryLaunch:
         """The launch for a user message of a session in session_mode on session_model_id."""
         read_only = session_mode == "ask"
         return cls(
-            task=memory_task_text(message),
+            task=cut_task_text(message),
             tools=memory_tool_set(store, cfg.memory, read_only=read_only),
             templates=MemoryTemplates.for_launch(templates, cfg.memory, read_only=read_only),
             models=memory_model_chain(cfg, session_model_id),

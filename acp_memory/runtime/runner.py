@@ -30,14 +30,9 @@ from acp_memory.engine.turn import (
 from acp_memory.hooks.surface import Hooks
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.usage import UsageMeter
-from acp_memory.memory.index import SearchIndexes
 from acp_memory.memory.inline import session_memory
-from acp_memory.runtime.memory_run import (
-    PROCESS_RUNS_IN_FLIGHT,
-    SESSION_RUNS_IN_FLIGHT,
-    MemoryRun,
-    NotifyMemory,
-)
+from acp_memory.runtime.memory_run import MemoryRun, NotifyMemory
+from acp_memory.runtime.memory_service import MemoryHost, MemoryService
 from acp_memory.runtime.subagents import Subagents
 from acp_memory.runtime.table import SessionTable
 from acp_memory.sessions.model import TranscriptMessage
@@ -49,8 +44,6 @@ from acp_memory.tools.permissions import GRANTS_FILE, PermissionGate
 from acp_memory.tools.registry import ToolSet
 
 log = logging.getLogger(__name__)
-
-MEMORY_EXIT_WAIT_SECONDS = 15.0
 
 
 class SlashCommands(Protocol):
@@ -94,18 +87,24 @@ class SessionRunner:
         self._owner: TaskGroup | None = None
         self._pools: dict[str, TaskPool] = {}
         self.kill_grace_seconds = KILL_GRACE_SECONDS  # SIGTERM to SIGKILL; tests shorten it
-        # Memory runs in flight, by session id; the bounds are attributes so tests can reach
-        # them with few runs.
-        self.memory_runs: dict[str, set[MemoryRun]] = {}
-        self.memory_session_limit = SESSION_RUNS_IN_FLIGHT
-        self.memory_process_limit = PROCESS_RUNS_IN_FLIGHT
-        self._indexes: SearchIndexes | None = None
         # The clock the bounds read (run timeouts, the turn's wait, the exit wait): tests
-        # replace it. How long stopping waits for running memory runs; `draining` is set when
-        # that wait begins.
+        # replace it, so the memory service reads it through its host at every use.
         self.clock = Clock()
-        self.memory_exit_wait_seconds = MEMORY_EXIT_WAIT_SECONDS
-        self.draining = anyio.Event()
+        # The memory runs, their bounds and the search indexes; memory on or off (the notes
+        # routes share the indexes).
+        self.memory = MemoryService(
+            cfg,
+            paths,
+            engine,
+            MemoryHost(
+                pool_for=self.pool_for,
+                create_child=self.store.create,
+                child_hooks=self.hooks.for_child,
+                model_for=lambda model_id: self.child_model_for(model_id),
+                owner=lambda: self.owner,
+                clock=lambda: self.clock,
+            ),
+        )
 
     @property
     def owner(self) -> TaskGroup:
@@ -127,7 +126,7 @@ class SessionRunner:
                         # A persist cut mid-way loses its note: running memory runs get a
                         # bounded grace before the pools stop (EOF, SIGTERM, SIGINT alike).
                         with anyio.CancelScope(shield=True):
-                            await self.drain_memory_runs()
+                            await self.memory.drain()
                         # Each task records why it stopped, kills its process group and writes
                         # its record, shielded, before the group below lets the block end;
                         # the group stays the owner until then, for that bookkeeping.
@@ -143,10 +142,7 @@ class SessionRunner:
             raise
         finally:
             self._owner = None
-            self.memory_runs.clear()
-            if self._indexes is not None:
-                self._indexes.close()
-                self._indexes = None
+            self.memory.close()
 
     async def create_session(
         self,
@@ -246,33 +242,6 @@ class SessionRunner:
         )
         return TaskPool(self.owner, session.id, session.dir, settings, self.clock)
 
-    async def drain_memory_runs(self) -> None:
-        """Wait up to memory_exit_wait_seconds for the running memory runs (a surface calls
-        it before it closes its sessions, whose pools would stop them)."""
-        running = [
-            task
-            for session_id, runs in self.memory_runs.items()
-            if session_id in self._pools  # a closed pool already stops its runs
-            for run in runs
-            if (task := run.task) is not None and not task.done.is_set()
-        ]
-        if not running:
-            return
-        self.draining.set()
-        log.info("waiting up to %gs for %d memory run(s)", self.memory_exit_wait_seconds,
-                 len(running))
-        with self.clock.move_on_after(self.memory_exit_wait_seconds):
-            for task in running:
-                await task.done.wait()
-
-    def memory_indexes(self) -> SearchIndexes:
-        """The search indexes every memory run of this surface shares (a root indexed once)."""
-        if self._indexes is None:
-            self._indexes = SearchIndexes(
-                self.paths.cache_dir, max_roots=self.cfg.memory.index_max_roots
-            )
-        return self._indexes
-
     def memory_due(self, session: Session) -> bool:
         """Whether a user turn of `session` starts a memory run: memory on, a surface with a
         pool, and an ordinary session (a child, spawned or a memory run, never gets one)."""
@@ -321,7 +290,7 @@ class SessionRunner:
         memory: MemoryRun | None = None
         if self.memory_due(session):
             # Started only once the UserPromptSubmit hooks accepted the prompt (engine.run).
-            memory = MemoryRun(self, session, text, notify_memory, context)
+            memory = MemoryRun(self.memory, session, text, notify_memory, context)
             context = memory
         setup = TurnSetup(
             tool_context=self.tool_context(session, editor),
@@ -349,5 +318,5 @@ class PoolContext:
 
     def step(self) -> TurnContext:
         return TurnContext(
-            background_tasks=[*self.pool.take_announcements(), *self.pool.running_lines()]
+            background_tasks=[*self.pool.announcements.take(), *self.pool.running_lines()]
         )

@@ -30,8 +30,11 @@ from acp_memory.llm import types
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.types import LLMError, status_phrase
 from acp_memory.sessions.store import Session
+from acp_memory.tasks.admission import PoolRefused
 from acp_memory.tasks.log import TaskLog
-from acp_memory.tasks.pool import PoolRefused, Task, TaskFailed, TaskPool
+from acp_memory.tasks.pool import TaskPool
+from acp_memory.tasks.task import Task, TaskFailed
+from acp_memory.text.task_text import cut_task_text
 from acp_memory.tools.base import ToolError
 from acp_memory.tools.registry import ToolSet
 
@@ -40,21 +43,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The bound a child's task text has: long enough for any real brief, short enough that a
-# runaway prompt cannot flood a child's context.
-MAX_TASK_BYTES = 32 * 1024
 REPORT_HEADER = "=== subagent report ==="
 # How long a stopped child's SubagentStop hooks may hold up the stop.
 STOPPED_HOOK_SECONDS = 5.0
-
-
-def cut_task_text(text: str, limit: int = MAX_TASK_BYTES) -> str:
-    """`text` cut to `limit` bytes of UTF-8 on a character boundary, with a marker if cut."""
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    kept = data[:limit].decode("utf-8", errors="ignore")
-    return f"{kept}\n[task text cut at {limit // 1024} KiB: {len(data) - limit} bytes left out]"
 
 
 class Subagents:

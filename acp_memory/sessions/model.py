@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import Field
 
 from acp_memory.camel import CamelModel
+from acp_memory.timestamps import now_iso
 
 BUNDLE_VERSION = 1
 
@@ -28,10 +28,6 @@ def is_session_id(value: str) -> bool:
     )
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 class SessionRecord(CamelModel):
     """session.json."""
 
@@ -41,8 +37,8 @@ class SessionRecord(CamelModel):
     mode: str = "agent"
     selected_model_id: str
     title: str = ""
-    created_at: str = Field(default_factory=utc_now)
-    updated_at: str = Field(default_factory=utc_now)
+    created_at: str = Field(default_factory=now_iso)
+    updated_at: str = Field(default_factory=now_iso)
     agent_memory: str = ""
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     # memory.inline: the notes as loaded at session/new, the head of every system message;
@@ -78,7 +74,7 @@ class TranscriptMessage(CamelModel):
     is_error: bool | None = None
     locations: list[str] | None = None
     content_extra: list[dict[str, Any]] | None = None  # diffs, terminals: as the editor saw them
-    created_at: str = Field(default_factory=utc_now)
+    created_at: str = Field(default_factory=now_iso)
 
 
 def since_compaction(messages: list[TranscriptMessage]) -> list[TranscriptMessage]:

@@ -24,9 +24,9 @@ from acp_memory.sessions.model import (
     TranscriptMessage,
     is_session_id,
     new_session_id,
-    utc_now,
 )
 from acp_memory.sessions.transcript import MESSAGES_FILE, READ_ATTEMPTS, Scrub, TranscriptFile
+from acp_memory.timestamps import now_iso
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class Session:
                     record = self.record.model_copy(
                         update={
                             "title": self.record.title or _title_from(message.content),
-                            "updated_at": utc_now(),
+                            "updated_at": now_iso(),
                         }
                     )
                 messages = (*self.messages, message)
@@ -124,6 +124,8 @@ class Session:
         self, messages: tuple[TranscriptMessage, ...], record: SessionRecord | None
     ) -> None:
         self.transcript.append(messages)
+        # What this process wrote is known: taking the lock again later rereads nothing.
+        self.seen = _stat_key(self.transcript.path)
         if record is not None:
             write_json_atomic(self.dir / SESSION_FILE, self._dump(record), durable=self.durable)
 
@@ -132,7 +134,7 @@ class Session:
         return data if self.scrub is None else dict(self.scrub(data))
 
     async def _write_record(self) -> None:
-        self.record.updated_at = utc_now()
+        self.record.updated_at = now_iso()
         path, data = self.dir / SESSION_FILE, self._dump(self.record)
         write = partial(write_json_atomic, path, data, durable=self.durable)
         await anyio.to_thread.run_sync(write)

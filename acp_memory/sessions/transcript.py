@@ -50,20 +50,20 @@ READ_ATTEMPTS = 4
 Scrub = Callable[[Any], Any]
 
 
-class Entry(Protocol):
+class Dumpable(Protocol):
     """A transcript message: anything that dumps to a JSON object."""
 
     def dump(self) -> dict[str, Any]: ...
 
 
-def encode_message(message: Entry, scrub: Scrub | None = None) -> bytes:
+def encode_message(message: Dumpable, scrub: Scrub | None = None) -> bytes:
     """One transcript entry as a single line of UTF-8 JSON (scrubbed first, if asked)."""
     data = message.dump() if scrub is None else scrub(message.dump())
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 @dataclass(frozen=True)
-class _Shape:
+class _FileState:
     """What we know of one of the two files: inode, size, message count, closing offset."""
 
     ino: int
@@ -76,7 +76,7 @@ def _entries(lines: Sequence[bytes], first: int) -> bytes:
     return b"".join((b",\n" if first + i else b"\n") + line for i, line in enumerate(lines))
 
 
-def _document(messages: Sequence[Entry], scrub: Scrub | None) -> tuple[bytes, int]:
+def _document(messages: Sequence[Dumpable], scrub: Scrub | None) -> tuple[bytes, int]:
     """The whole file, padded, and where its closing tail starts."""
     body = _HEAD + _entries([encode_message(m, scrub) for m in messages], 0)
     room = max(_MIN_ROOM, len(body) // 4)
@@ -92,17 +92,17 @@ class TranscriptFile:
         self.scrub = scrub  # what each message goes through before it is written
         self._spare_path = folder / _SPARE
         self._swap_path = folder / _SWAP
-        self._current: _Shape | None = None
-        self._spare: _Shape | None = None
+        self._current: _FileState | None = None
+        self._spare: _FileState | None = None
 
-    def write_all(self, messages: Sequence[Entry]) -> None:
+    def write_all(self, messages: Sequence[Dumpable]) -> None:
         """Replace the transcript whole (a new bundle, or a rewritten history)."""
         data, end = _document(messages, self.scrub)
         write_atomic(self.path, data, durable=self.durable)
-        self._current = _Shape(os.stat(self.path).st_ino, len(data), len(messages), end)
+        self._current = _FileState(os.stat(self.path).st_ino, len(data), len(messages), end)
         self._spare = None
 
-    def append(self, messages: Sequence[Entry]) -> None:
+    def append(self, messages: Sequence[Dumpable]) -> None:
         """Make the file hold `messages`: those already written, then the new ones.
 
         Only the messages the spare lacks are encoded, so the cost is O(message).
@@ -119,11 +119,11 @@ class TranscriptFile:
             # After a load, when a file is full, or on anything unexpected: written whole.
             data, end = _document(messages, self.scrub)
             spare = self._write_spare(data, None, end)
-        spare = _Shape(spare.ino, spare.size, len(messages), spare.end)
+        spare = _FileState(spare.ino, spare.size, len(messages), spare.end)
         kept_old = self._swap()
         self._current, self._spare = spare, (self._current if kept_old else None)
 
-    def _ready_spare(self, wanted: int) -> _Shape | None:
+    def _ready_spare(self, wanted: int) -> _FileState | None:
         # The spare is trusted only if it is still the very file we left there, unchanged.
         spare = self._spare
         if spare is None or spare.count >= wanted:
@@ -134,7 +134,7 @@ class TranscriptFile:
             return None
         return spare if (st.st_ino, st.st_size) == (spare.ino, spare.size) else None
 
-    def _write_spare(self, data: bytes, into: _Shape | None, end: int) -> _Shape:
+    def _write_spare(self, data: bytes, into: _FileState | None, end: int) -> _FileState:
         if into is None:
             # A new inode, never a truncated one: a reader may still hold the old file open.
             with contextlib.suppress(FileNotFoundError):
@@ -150,7 +150,7 @@ class TranscriptFile:
             if self.durable:
                 os.fdatasync(fd)
             st = os.fstat(fd)
-            return _Shape(st.st_ino, st.st_size, 0, end)
+            return _FileState(st.st_ino, st.st_size, 0, end)
         finally:
             os.close(fd)
 

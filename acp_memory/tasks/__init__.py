@@ -2,5 +2,7 @@
 
 `records.py` is `background/<taskId>/meta.json`, `log.py` the bounded `output.log` and the
 read-time cleaning of terminal output, `process.py` a running command (a local process group
-or a client terminal), `pool.py` the per-session pool with its bounds, timeouts and statuses.
+or a client terminal), `task.py` one task run to its outcome, `admission.py` the bounds, ids
+and queue a task gets in by, `announcements.py` what the next model step hears of ended
+tasks, `pool.py` the per-session pool that starts, lists and stops them.
 """

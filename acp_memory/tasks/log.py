@@ -16,6 +16,8 @@ import anyio
 # Past the limit a log keeps its head and its last quarter (at most this much): a build's
 # first lines say what ran, its last ones why it failed.
 MAX_TAIL_BYTES = 64 * 1024
+# Enough raw bytes to fill a model's view even after escape sequences are dropped.
+MIN_READ_BYTES = 64 * 1024
 
 
 class TextFilter(Protocol):
@@ -175,6 +177,12 @@ def _append(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+def read_budget(chars: int) -> int:
+    """Raw log bytes to read for a view of `chars` characters: escape sequences and redraws
+    the view drops take room too."""
+    return max(MIN_READ_BYTES, chars * 8)
+
+
 def read_file_tail(path: Path, max_bytes: int) -> bytes:
     """The last max_bytes of a file, b"" when it is missing (blocking)."""
     try:
@@ -238,3 +246,12 @@ def last_lines(text: str, count: int, limit: int) -> str:
         return out
     room = max(limit - 64, 0)
     return f"[output truncated: {len(out) - room} earlier characters cut]\n" + out[-room:]
+
+
+def tail_view(raw: bytes, budget: int, count: int, limit: int) -> str:
+    """The last `count` lines of raw output as a model reads them (clean_output, last_lines);
+    raw of a whole budget was read from the middle of a log, so its first line is dropped."""
+    text = raw.decode("utf-8", errors="replace")
+    if len(raw) >= budget:  # started mid-line
+        text = text.partition("\n")[2]
+    return last_lines(clean_output(text), count, limit)

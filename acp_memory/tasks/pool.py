@@ -12,106 +12,31 @@ from the model's pool tools (which refuse their ids).
 
 from __future__ import annotations
 
-import builtins
-import logging
 import shutil
-from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
-from functools import partial
+from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from acp_memory.atomic import write_json_atomic
 from acp_memory.clock import Clock
 from acp_memory.editor import Editor
-from acp_memory.tasks.log import TaskLog, TextFilter, clean_output, last_lines, read_file_tail
-from acp_memory.tasks.process import KILL_GRACE_SECONDS, CommandProcess, start_process
+from acp_memory.tasks.admission import Admission, PoolRefused, PoolSettings
+from acp_memory.tasks.announcements import Announcements
+from acp_memory.tasks.log import TaskLog, TextFilter, read_budget, read_file_tail, tail_view
+from acp_memory.tasks.process import CommandProcess, start_process
 from acp_memory.tasks.records import (
     LOG_FILE,
-    META_FILE,
     AgentRef,
-    Kind,
-    Status,
     TaskRecord,
-    abandon_task,
-    claim_task,
-    format_seconds,
     read_task,
     read_tasks,
-    release_task,
     task_dir,
     task_number,
-    utc_now,
 )
-
-if TYPE_CHECKING:
-    from acp_memory.config.models import ToolsConfig
-
-log = logging.getLogger(__name__)
-
-# A model's hard limit from its own estimate: three times what it expects, never under this.
-EXPECTED_FLOOR_SECONDS = 60.0
-# Enough raw bytes to fill a model's view even after escape sequences are dropped.
-MIN_READ_BYTES = 64 * 1024
-
-
-def read_budget(chars: int) -> int:
-    """Raw log bytes to read for a view of `chars` characters: escape sequences and redraws
-    the view drops take room too."""
-    return max(MIN_READ_BYTES, chars * 8)
-
-
-@dataclass(frozen=True)
-class PoolSettings:
-    """tools.background and tools.output_limits, plus the kill grace (tests shorten it)."""
-
-    enabled: bool = True
-    max_concurrent: int = 5
-    default_timeout_seconds: float = 900
-    max_timeout_seconds: float = 3600
-    log_bytes: int = 10 * 1024 * 1024
-    output_chars: int = 30_000
-    kill_grace_seconds: float = KILL_GRACE_SECONDS
-
-    @classmethod
-    def from_config(cls, tools: ToolsConfig, **overrides: Any) -> PoolSettings:
-        bg, limits = tools.background, tools.output_limits
-        settings = cls(
-            enabled=bg.enabled,
-            max_concurrent=bg.max_concurrent,
-            default_timeout_seconds=bg.default_timeout_seconds,
-            max_timeout_seconds=bg.max_timeout_seconds,
-            log_bytes=limits.log_bytes,
-            output_chars=limits.tool_output_chars,
-        )
-        return replace(settings, **overrides)
-
-    def hard_limit(
-        self, timeout_seconds: float | None = None, expected_seconds: float | None = None
-    ) -> float:
-        """A task's hard limit: the explicit timeout, else 3 × expected_seconds floored at
-        60 s, else the default; never past max_timeout_seconds."""
-        if timeout_seconds is not None:
-            limit = timeout_seconds
-        elif expected_seconds is not None:
-            limit = max(3 * expected_seconds, EXPECTED_FLOOR_SECONDS)
-        else:
-            limit = self.default_timeout_seconds
-        return min(limit, self.max_timeout_seconds)
-
-
-class PoolRefused(Exception):
-    """The pool does not take this task now; the message says why, for a model to read."""
-
-
-class TaskFailed(Exception):
-    """Raised by a task's body to fail it with exactly this reason (no exception type in
-    front), e.g. a provider's status and words."""
+from acp_memory.tasks.task import Body, Outcome, Task, follow_process
+from acp_memory.timestamps import iso, utc_now
 
 
 class UnknownTask(LookupError):
@@ -123,55 +48,6 @@ class UnknownTask(LookupError):
             "(background_list shows them)"
         )
         self.task_id = task_id
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    status: Status
-    error: str | None = None
-
-
-Body = Callable[["Task"], Awaitable[_Outcome]]
-
-
-class Task:
-    """A task of this process: its record (kept current), log, end event and outcome."""
-
-    def __init__(
-        self, record: TaskRecord, log: TaskLog, *, counted: bool, kind_limit: int | None
-    ) -> None:
-        self.record = record
-        self.log = log
-        self.counted = counted and not record.system
-        self.kind_limit = kind_limit
-        self.done = anyio.Event()  # set once it ended and its final record is written
-        self.result: str | None = None  # an agent task's report
-        self.process: CommandProcess | None = None
-        self._scope = anyio.CancelScope()
-        self._stop_reason: str | None = None
-        self._admitted = anyio.Event()
-        self._t0 = 0.0  # the pool clock's time when it started running
-        self._callbacks: list[Callable[[Task], None]] = []
-        self._writing = anyio.Lock()
-        self._claim: int | None = None  # holds the folder's lock until the record is final
-        self.redact: Callable[[str], str] | None = None  # of the record's error, if set
-
-    @property
-    def id(self) -> str:
-        return self.record.id
-
-    def snapshot(self) -> TaskRecord:
-        """The record as of now (output counters included), a copy."""
-        return self.record.model_copy(
-            update={"output_bytes": self.log.total, "output_truncated": self.log.truncated}
-        )
-
-    def add_done_callback(self, callback: Callable[[Task], None]) -> None:
-        """Call callback(task) once it is done (at once if it already is)."""
-        if self.done.is_set():
-            _call(callback, self)
-        else:
-            self._callbacks.append(callback)
 
 
 class TaskPool:
@@ -190,25 +66,18 @@ class TaskPool:
         self.bundle = bundle
         self.settings = settings or PoolSettings()
         self.clock = clock or Clock()  # what hard limits are measured on
-        self.closed = False
         # Tasks of this pool, running or finished; every other record is read from the bundle
         # when asked for, so another process's (or pool's) tasks are seen as they are now.
         self._tasks: dict[str, Task] = {}
-        self._next = 1  # where the next id is looked for: ids never go back in this pool
-        self._queue: deque[Task] = deque()
-        self._announcements: dict[str, str] = {}  # task id -> its line, in finishing order
+        self.admission = Admission(self.settings, self.clock, bundle, self._tasks)
+        self.announcements = Announcements()  # for the session's next model step
+
+    @property
+    def closed(self) -> bool:
+        """Whether the pool refuses new tasks (it closed with its session)."""
+        return self.admission.closed
 
     # -- starting work -----------------------------------------------------------------
-
-    def refusal(
-        self, *, system: bool = False, counted: bool = True, kind: Kind = "command",
-        kind_limit: int | None = None,
-    ) -> str | None:
-        """Why a task like this would be refused now, or None when it would be admitted."""
-        try:
-            return self._admission(system, counted, kind, kind_limit, queue=True)
-        except PoolRefused as exc:
-            return str(exc)
 
     async def start_command(
         self,
@@ -218,21 +87,20 @@ class TaskPool:
         timeout_seconds: float | None = None,
         expected_seconds: float | None = None,
         label: str | None = None,
-        system: bool = False,
-        counted: bool = True,
         queue: bool = False,
         editor: Editor | None = None,
     ) -> Task:
         """Run a shell command as a task (in the client's terminal when `editor` offers
         terminals, else a local process group). PoolRefused when it is not admitted; with
         queue=True a full pool queues it instead, and its hard limit starts when it runs."""
-        task = await self._reserve(
-            "command", label or command, system=system, counted=counted, kind_limit=None,
-            queue=queue, limit=self.settings.hard_limit(timeout_seconds, expected_seconds),
-            command=command, cwd=str(cwd),
+        limit = self.settings.hard_limit(timeout_seconds, expected_seconds)
+        record = TaskRecord(
+            id="", session_id=self.session_id, kind="command", label=label or command,
+            timeout_seconds=limit, command=command, cwd=str(cwd),
         )
+        task = await self.admission.reserve(record, self.new_log(), queue=queue)
         failed: str | None = None
-        if task._admitted.is_set():
+        if task.admitted:
             # Started before its record is written, so the record is written once with its
             # pid; a queued command starts in its body, when a slot frees.
             try:
@@ -250,16 +118,16 @@ class TaskPool:
                     await task.process.kill()
             raise
 
-        async def body(task: Task) -> _Outcome:
+        async def body(task: Task) -> Outcome:
             if failed is not None:
-                return _Outcome("failed", failed)
+                return Outcome("failed", failed)
             if task.process is None:
                 try:
                     await self._spawn(task, command, cwd, editor)
                 except OSError as exc:
-                    return _Outcome("failed", f"cannot start the command: {exc.strerror or exc}")
-                await self._write(task)
-            return await _follow(task)
+                    return Outcome("failed", f"cannot start the command: {exc.strerror or exc}")
+                await task.write_record()
+            return await follow_process(task)
 
         self._launch(task, body)
         return task
@@ -271,16 +139,19 @@ class TaskPool:
         task with max_timeout_seconds from its start as its hard limit. PoolRefused when the
         pool has no room (the caller then kills it)."""
         elapsed = anyio.current_time() - process.started
-        task = await self._reserve(
-            "command", label or command, system=False, counted=True, kind_limit=None,
-            queue=False, limit=self.settings.max_timeout_seconds, command=command,
-            cwd=str(cwd), log=process.log, t0=self.clock.now() - elapsed,
-            started_at=_stamp(datetime.now(UTC) - timedelta(seconds=elapsed)),
+        limit = self.settings.max_timeout_seconds
+        record = TaskRecord(
+            id="", session_id=self.session_id, kind="command", label=label or command,
+            timeout_seconds=limit, command=command, cwd=str(cwd),
+        )
+        task = await self.admission.reserve(
+            record, process.log, t0=self.clock.now() - elapsed,
+            started_at=iso(utc_now() - timedelta(seconds=elapsed)),
         )
         task.process = process
         task.record.pid = process.pid
         await self._register(task)
-        self._launch(task, _follow)
+        self._launch(task, follow_process)
         return task
 
     async def start_agent(
@@ -293,35 +164,36 @@ class TaskPool:
         system: bool = False,
         timeout_seconds: float | None = None,
         expected_seconds: float | None = None,
-        counted: bool = True,
         kind_limit: int | None = None,
         queue: bool = False,
         on_finish: Callable[[Task], None] | None = None,
-        agent_system: bool = False,
         log: TaskLog | None = None,
         redact: Callable[[str], str] | None = None,
     ) -> Task:
         """Run a child agent as a task: body(task) runs its turn, writing progress to task.log,
         and returns its report (Task.result); an exception fails the task with its message.
-        kind_limit bounds the counted agent tasks running at once (subagents.max_concurrent).
-        PoolRefused when not admitted (unless queue=True). log is one of the caller's making
-        (new_log with a filter), and redact rewrites the record's label and error, so that
-        none of the task's files keeps what they must not."""
-        task = await self._reserve(
-            "agent", redact(label) if redact else label, system=system, counted=counted,
-            kind_limit=kind_limit, queue=queue,
-            limit=self.settings.hard_limit(timeout_seconds, expected_seconds),
-            agent=AgentRef(name=agent_name, session_id=child_session_id, system=agent_system),
-            log=log,
+        system=True makes it the runtime's own child (the memory run): never counted, flagged
+        system in its record. kind_limit bounds the counted agent tasks running at once
+        (subagents.max_concurrent). PoolRefused when not admitted (unless queue=True). log is
+        one of the caller's making (new_log with a filter), and redact rewrites the record's
+        label and error, so that none of the task's files keeps what they must not."""
+        limit = self.settings.hard_limit(timeout_seconds, expected_seconds)
+        agent = AgentRef(name=agent_name, session_id=child_session_id, system=system)
+        record = TaskRecord(
+            id="", session_id=self.session_id, kind="agent", system=system, agent=agent,
+            label=redact(label) if redact else label, timeout_seconds=limit,
+        )
+        task = await self.admission.reserve(
+            record, log or self.new_log(), kind_limit=kind_limit, queue=queue
         )
         task.redact = redact
         if on_finish is not None:
             task.add_done_callback(on_finish)
         await self._register(task)
 
-        async def run(task: Task) -> _Outcome:
+        async def run(task: Task) -> Outcome:
             task.result = await body(task)
-            return _Outcome("succeeded")
+            return Outcome("succeeded")
 
         self._launch(task, run)
         return task
@@ -362,8 +234,8 @@ class TaskPool:
             raise UnknownTask(task_id)
         return found
 
-    async def list(self, include_system: bool = False) -> builtins.list[TaskRecord]:
-        """Every task of the session, other processes' included, oldest first."""
+    async def records(self, include_system: bool = False) -> list[TaskRecord]:
+        """The record of every task of the session, other processes' included, oldest first."""
         tasks = self._tasks
         on_disk, records = await anyio.to_thread.run_sync(read_tasks, self.bundle, set(tasks))
         # A finished task of ours whose folder was removed (retention elsewhere) is gone.
@@ -379,20 +251,13 @@ class TaskPool:
         limit = max_chars or self.settings.output_chars
         budget = read_budget(limit)
         task = self._tasks.get(task_id)
-        raw: bytes | None = None
         if task is not None:
-            if task.process is not None and not task.done.is_set():
-                raw = await task.process.live_output()
-            if raw is None:
-                raw = await task.log.read_tail(budget)
+            raw = await task.output_tail(budget)
         else:
             await self.record(task_id)  # UnknownTask for an id the session never had
             path = task_dir(self.bundle, task_id) / LOG_FILE
             raw = await anyio.to_thread.run_sync(read_file_tail, path, budget)
-        text = raw.decode("utf-8", errors="replace")
-        if len(raw) >= budget:  # started mid-line
-            text = text.partition("\n")[2]
-        return last_lines(clean_output(text), tail_lines, limit)
+        return tail_view(raw, budget, tail_lines, limit)
 
     async def wait(
         self,
@@ -415,10 +280,8 @@ class TaskPool:
         task = self._tasks.get(task_id)
         if task is None:
             return await self.record(task_id)
-        if not task.done.is_set():
-            task._stop_reason = task._stop_reason or reason
-            task._scope.cancel()
-            await task.done.wait()
+        task.stop(reason)
+        await task.done.wait()
         return task.snapshot()
 
     async def remove(self, task_id: str) -> None:
@@ -432,22 +295,11 @@ class TaskPool:
         folder = task_dir(self.bundle, task_id)
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
         self._tasks.pop(task_id, None)
-        self._announcements.pop(task_id, None)
+        self.announcements.acknowledge(task_id)
 
-    def take_announcements(self) -> builtins.list[str]:
-        """One line per task that finished since the last call (never system tasks)."""
-        lines = builtins.list(self._announcements.values())
-        self._announcements = {}
-        return lines
-
-    def acknowledge(self, task_id: str) -> None:
-        """The model already read how this task ended (a tool result said so): no need to
-        announce it again."""
-        self._announcements.pop(task_id, None)
-
-    def running_lines(self) -> builtins.list[str]:
+    def running_lines(self) -> list[str]:
         """One line per task queued or running now (never system tasks)."""
-        now = datetime.now(UTC)
+        now = utc_now()
         return [
             t.record.summary(now)
             for t in self._tasks.values()
@@ -462,11 +314,9 @@ class TaskPool:
     def close_nowait(self, reason: str = "stopped: the session closed") -> None:
         """Refuse new tasks and stop every running one; their cleanup (process groups
         killed, records written) finishes in the owner group."""
-        self.closed = True
+        self.admission.close()
         for task in self._tasks.values():
-            if not task.done.is_set():
-                task._stop_reason = task._stop_reason or reason
-                task._scope.cancel()
+            task.stop(reason)
 
     async def aclose(self, reason: str = "stopped: the session closed") -> None:
         """close_nowait, then wait until every task has ended."""
@@ -476,233 +326,35 @@ class TaskPool:
 
     # -- inside ------------------------------------------------------------------------
 
-    def _full(self, counted: bool, kind: Kind, kind_limit: int | None) -> str | None:
-        if not counted:
-            return None
-        running = [t for t in self._tasks.values() if t.counted and _holds_slot(t)]
-        limit = self.settings.max_concurrent
-        if len(running) >= limit:
-            return (
-                f"the session already runs {len(running)} of {limit} background tasks "
-                "(tools.background.max_concurrent); wait for one to finish or stop one"
-            )
-        if kind_limit is not None:
-            same = sum(1 for t in running if t.record.kind == kind)
-            if same >= kind_limit:
-                return f"the session already runs {same} of {kind_limit} {kind} tasks"
-        return None
-
-    def _admission(
-        self, system: bool, counted: bool, kind: Kind, kind_limit: int | None, queue: bool
-    ) -> str | None:
-        """None when a task like this runs now, why the pool is full when it queues;
-        PoolRefused when it is not admitted."""
-        if self.closed:
-            raise PoolRefused("the session's background pool is closed")
-        if not system and not self.settings.enabled:
-            raise PoolRefused("background tasks are turned off (tools.background.enabled: false)")
-        full = None if system else self._full(counted, kind, kind_limit)
-        if full is not None and not queue:
-            raise PoolRefused(full)
-        return full
-
-    async def _reserve(
-        self,
-        kind: Kind,
-        label: str,
-        *,
-        system: bool,
-        counted: bool,
-        kind_limit: int | None,
-        queue: bool,
-        limit: float,
-        log: TaskLog | None = None,
-        t0: float | None = None,
-        started_at: str | None = None,
-        command: str | None = None,
-        cwd: str | None = None,
-        agent: AgentRef | None = None,
-    ) -> Task:
-        self._admission(system, counted, kind, kind_limit, queue)  # before an id is taken
-        # Shielded: a folder this call claims is either a task's or let go, never left held.
-        try:
-            with anyio.CancelScope(shield=True):
-                claimed = await anyio.to_thread.run_sync(claim_task, self.bundle, self._next)
-        except OSError as exc:
-            raise _unrecorded(task_dir(self.bundle, ""), exc) from None
-        task_id, claim = claimed
-        # Synchronous from this admission check to the registration: two starts racing for
-        # the last slot cannot both get it.
-        try:
-            full = self._admission(system, counted, kind, kind_limit, queue)
-        except PoolRefused:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(abandon_task, self.bundle, task_id, claim)
-            raise
-        self._next = (task_number(task_id) or 0) + 1
-        record = TaskRecord(
-            id=task_id, session_id=self.session_id, kind=kind, label=label, system=system,
-            timeout_seconds=limit, status="queued" if full else "running", command=command,
-            cwd=cwd, agent=agent,
-        )
-        task = Task(record, log or self.new_log(), counted=counted, kind_limit=kind_limit)
-        task._claim = claim
-        self._tasks[task_id] = task
-        if full:
-            self._queue.append(task)
-        else:
-            self._mark_running(task, t0, started_at)
-        return task
-
-    def _mark_running(self, task: Task, t0: float | None, started_at: str | None) -> None:
-        task.record.status = "running"
-        task.record.started_at = started_at or utc_now()
-        task._t0 = self.clock.now() if t0 is None else t0
-        task._admitted.set()
-
     async def _register(self, task: Task) -> None:
-        folder = task_dir(self.bundle, task.id)
         try:
-            await task.log.attach(folder / LOG_FILE)  # makes the folder
-            await self._write(task, raise_errors=True)
+            await task.log.attach(task.folder / LOG_FILE)  # makes the folder
+            await task.write_record(raise_errors=True)
         except BaseException as exc:
             # A task never launched must not hold a slot, nor keep aclose() waiting.
             self._forget(task)
             if isinstance(exc, OSError):
-                raise _unrecorded(folder, exc) from None
+                raise PoolRefused.unrecorded(task.folder, exc) from None
             raise
 
     def _forget(self, task: Task) -> None:
         self._tasks.pop(task.id, None)
-        _let_go(task)
+        task.release()
         task.done.set()
-        if task in self._queue:
-            self._queue.remove(task)
-        self._admit_queued()
+        self.admission.withdraw(task)
+        self.admission.admit_waiting()
 
     def _launch(self, task: Task, body: Body) -> None:
         self.owner.start_soon(self._supervise, task, body, name=f"background {task.id}")
 
     async def _supervise(self, task: Task, body: Body) -> None:
-        outcome = _Outcome("failed", "ended without an outcome")
         try:
-            with task._scope:
-                if not task._admitted.is_set():
-                    await task._admitted.wait()
-                    await self._write(task)
-                left = task._t0 + (task.record.timeout_seconds or 0) - self.clock.now()
-                with self.clock.move_on_after(left) as limit:
-                    outcome = await body(task)
-                if limit.cancelled_caught:
-                    after = format_seconds(task.record.timeout_seconds or 0)
-                    outcome = _Outcome("timed_out", f"timed out after {after} (its hard limit)")
-            if task._scope.cancelled_caught:
-                outcome = _Outcome("stopped", task._stop_reason or "stopped")
-        except anyio.get_cancelled_exc_class():
-            reason = task._stop_reason or "stopped: the session's background work ended"
-            outcome = _Outcome("stopped", reason)
-            raise
-        except TaskFailed as exc:
-            outcome = _Outcome("failed", str(exc))
-        except Exception as exc:
-            log.warning("background task %s failed: %s", task.id, exc, exc_info=True)
-            outcome = _Outcome("failed", f"{type(exc).__name__}: {exc}")
+            await task.run(body, self.clock)
         finally:
             with anyio.CancelScope(shield=True):
-                await self._finish(task, outcome)
-
-    async def _finish(self, task: Task, outcome: _Outcome) -> None:
-        proc = task.process
-        if proc is not None:
-            await proc.kill()  # nothing to do when it ended by itself
-            if proc.exit is not None:
-                task.record.exit_code = proc.exit.exit_code
-        try:
-            await task.log.close()
-        except OSError as exc:
-            log.warning("cannot finish the log of %s: %s", task.id, exc)
-        record = task.record
-        record.status = outcome.status
-        record.error = outcome.error
-        if record.error and task.redact is not None:
-            record.error = task.redact(record.error)
-        record.finished_at = utc_now()
-        record.started_at = record.started_at or record.finished_at
-        record.output_bytes = task.log.total
-        record.output_truncated = task.log.truncated
-        if task in self._queue:
-            self._queue.remove(task)
-        await self._write(task)
-        _let_go(task)  # the record is final: readers elsewhere may take it as it is
-        if not record.system:
-            self._announcements[task.id] = record.summary()
-        task.done.set()
-        self._admit_queued()
-        callbacks, task._callbacks = task._callbacks, []
-        for callback in callbacks:
-            _call(callback, task)
-
-    def _admit_queued(self) -> None:
-        for task in list(self._queue):
-            if self.closed:
-                return
-            if self._full(task.counted, task.record.kind, task.kind_limit) is None:
-                self._queue.remove(task)
-                self._mark_running(task, None, None)
-
-    async def _write(self, task: Task, raise_errors: bool = False) -> None:
-        # Serialised per task, each write carrying the record as it is when its turn comes.
-        path = task_dir(self.bundle, task.id) / META_FILE
-        async with task._writing:
-            data = task.snapshot().dump()
-            # A system task (a memory run on every turn's path) skips the syncs: see atomic.py.
-            write = partial(write_json_atomic, path, data, durable=not task.record.system)
-            try:
-                await anyio.to_thread.run_sync(write)
-            except OSError as exc:
-                if raise_errors:
-                    raise
-                log.warning("cannot write the record of %s: %s", task.id, exc)
-
-
-async def _follow(task: Task) -> _Outcome:
-    proc = task.process
-    assert proc is not None
-    await proc.done.wait()
-    if proc.exit is not None:
-        task.record.exit_code = proc.exit.exit_code
-    if proc.error is not None:
-        return _Outcome("failed", proc.error)
-    if proc.exit is None:
-        return _Outcome("failed", "the command ended with no exit status")
-    if proc.exit.exit_code == 0:
-        return _Outcome("succeeded")
-    why = proc.exit.describe()
-    if proc.exit.exit_code == 127:
-        why += " (command not found)"
-    return _Outcome("failed", why)
-
-
-def _unrecorded(folder: Path, exc: OSError) -> PoolRefused:
-    return PoolRefused(f"cannot record the task in {folder}: {exc.strerror or exc}")
-
-
-def _let_go(task: Task) -> None:
-    if task._claim is not None:
-        release_task(task._claim)
-        task._claim = None
-
-
-def _holds_slot(task: Task) -> bool:
-    return task.record.status == "running" and not task.done.is_set()
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _call(callback: Callable[[Task], None], task: Task) -> None:
-    try:
-        callback(task)
-    except Exception:  # one caller's bug must not keep others from hearing of the end
-        log.exception("on-finish callback of %s failed", task.id)
+                self.admission.withdraw(task)  # stopped while it waited: never to run
+                await task.seal()
+                self.announcements.ended(task.record)
+                task.done.set()
+                self.admission.admit_waiting()
+                task.call_done_callbacks()

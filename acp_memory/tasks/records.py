@@ -9,13 +9,13 @@ import logging
 import os
 import re
 from collections.abc import Collection
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from acp_memory.atomic import write_json_atomic
+from acp_memory.timestamps import parse_iso, utc_now
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +29,12 @@ Kind = Literal["command", "agent"]
 UNFINISHED: frozenset[str] = frozenset({"queued", "running"})
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def parse_time(stamp: str | None) -> datetime | None:
+    """A record's time, or None when it is unset or unreadable."""
     if not stamp:
         return None
     try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        return parse_iso(stamp)
     except ValueError:
         return None
 
@@ -100,7 +97,7 @@ class TaskRecord(BaseModel):
         start = parse_time(self.started_at)
         if start is None:
             return None
-        end = parse_time(self.finished_at) if self.finished else (now or datetime.now(UTC))
+        end = parse_time(self.finished_at) if self.finished else (now or utc_now())
         return max(0.0, ((end or start) - start).total_seconds())
 
     def summary(self, now: datetime | None = None) -> str:
@@ -133,11 +130,6 @@ def _one_line(text: str, limit: int = 80) -> str:
 
 def task_dir(bundle: Path, task_id: str) -> Path:
     return bundle / BACKGROUND_DIR / task_id
-
-
-def write_record(bundle: Path, record: TaskRecord) -> None:
-    """meta.json, atomically (blocking: call it from a worker thread)."""
-    write_json_atomic(task_dir(bundle, record.id) / META_FILE, record.dump())
 
 
 def read_record(bundle: Path, task_id: str) -> TaskRecord | None:

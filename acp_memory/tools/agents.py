@@ -61,7 +61,7 @@ class SpawnAgent:
             with anyio.CancelScope(shield=True):
                 await ctx.tasks.stop(task.id, "stopped: the turn that waited for it ended")
             raise
-        ctx.tasks.acknowledge(task.id)  # the model reads how it ended right here
+        ctx.tasks.announcements.acknowledge(task.id)  # the model reads how it ended right here
         if record.status != "succeeded":
             reason = f": {record.error}" if record.error else ""
             raise ToolError(f"the subagent {task.id} ended {record.status}{reason}")

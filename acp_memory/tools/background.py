@@ -62,7 +62,7 @@ class BackgroundList:
         return "List background tasks"
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        records = await _pool(ctx).list()
+        records = await _pool(ctx).records()
         if not records:
             return ToolResult("No background tasks in this session.")
         return ToolResult("\n".join(r.summary() for r in records))
@@ -99,7 +99,7 @@ class BackgroundOutput:
         lines = int(args.get("tail_lines") or TAIL_LINES_DEFAULT)
         text = await pool.output(record.id, lines, ctx.output_limit)
         if record.finished:
-            pool.acknowledge(record.id)
+            pool.announcements.acknowledge(record.id)
         return ToolResult(f"{_status_line(record)}\n\n{text or '(no output)'}")
 
 
@@ -137,7 +137,7 @@ class BackgroundWait:
         text = await pool.output(record.id, TAIL_LINES_DEFAULT, ctx.output_limit)
         head = _status_line(record)
         if record.finished:
-            pool.acknowledge(record.id)
+            pool.announcements.acknowledge(record.id)
         else:
             head = f"{record.id} is still running after waiting {format_seconds(seconds)}.\n{head}"
         return ToolResult(f"{head}\n\n{text or '(no output)'}")
@@ -165,7 +165,7 @@ class BackgroundStop:
         if record.finished:
             return ToolResult(f"{record.id} had already ended.\n{_status_line(record)}")
         record = await pool.stop(record.id)
-        pool.acknowledge(record.id)
+        pool.announcements.acknowledge(record.id)
         return ToolResult(_status_line(record))
 
 

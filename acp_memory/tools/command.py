@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 
 from acp_memory.paths import resolves_inside
-from acp_memory.tasks.log import TaskLog, clean_output, clip
-from acp_memory.tasks.pool import PoolRefused, PoolSettings, TaskPool, read_budget
+from acp_memory.tasks.admission import PoolRefused, PoolSettings
+from acp_memory.tasks.log import TaskLog, clean_output, clip, read_budget
+from acp_memory.tasks.pool import TaskPool
 from acp_memory.tasks.process import CommandProcess, start_process
 from acp_memory.tasks.records import format_seconds
 from acp_memory.tools.base import (

@@ -84,8 +84,9 @@ async def test_a_config_past_its_bounds_answers_initialize_then_refuses_sessions
             await ed.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
     assert init.protocol_version == 1
     line = f"{home / 'config.yaml'}: {says}"
-    assert str(err.value).startswith("acp-memory cannot start: ") and line in str(err.value)
+    message = err.value.args[0]
+    assert message.startswith(line)
     assert ed.process is not None
     assert ed.process.returncode == 2  # once the input closed, as for any config error
     (said,) = ed.stderr.decode().splitlines()
-    assert said.startswith(f"acp-memory: {line}")
+    assert said == f"acp-memory: {message}"  # the editor reads the line stderr says

@@ -53,7 +53,7 @@ def test_acp_with_a_missing_cwd_answers_the_editor_then_exits_2_with_one_line(tm
     assert done.stderr == f"acp-memory: --cwd {missing}: {reason}\n"
     init, refused = (json.loads(line) for line in done.stdout.splitlines())
     assert init["result"]["protocolVersion"] == 1
-    assert refused["error"]["message"] == f"acp-memory cannot start: --cwd {missing}: {reason}"
+    assert refused["error"]["message"] == f"--cwd {missing}: {reason}"  # stderr's line
 
 
 @pytest.mark.parametrize(
@@ -115,10 +115,13 @@ def test_print_mode_with_no_config_file_says_which_model_it_runs_on_once(tmp_pat
 # -- doctor -------------------------------------------------------------------------------
 
 
-def test_doctor_fails_on_the_default_models_provider_whose_key_variable_is_unset(tmp_path):
+@pytest.mark.parametrize("base", ["", ', api_base: "http://127.0.0.1:9/v1"'])
+def test_doctor_fails_on_the_default_models_provider_whose_key_variable_is_unset(
+    tmp_path, base
+):
     home = _home(
         tmp_path,
-        "providers:\n  - {name: openai, type: openai, api_key: \"${NOPE_KEY}\"}\n"
+        f"providers:\n  - {{name: openai, type: openai{base}, api_key: \"${{NOPE_KEY}}\"}}\n"
         "models: [{model: openai/gpt-4.1-mini}]\nmemory: {enable: true}\n",
     )
     done = _run("doctor", home=home, env={"NOPE_KEY": ""})
@@ -184,3 +187,17 @@ def test_doctor_with_no_config_file_names_the_model_a_run_would_pick(tmp_path, k
         rf"{re.escape(model)} \(.+\); memory on",
         line,
     )
+
+
+def test_doctor_warns_of_a_project_root_linking_out_of_the_workspace(tmp_path):
+    home = _home(tmp_path, "memory: {enable: true}\n")
+    cwd, outside = tmp_path / "cwd", tmp_path / "outside"
+    cwd.mkdir()
+    outside.mkdir()
+    (cwd / "memory").symlink_to(outside)
+    done = _run("doctor", "--cwd", str(cwd), home=home)
+    assert done.returncode == 0, done.stdout
+    assert (
+        f"warning: project root {cwd / 'memory'} links outside the workspace to {outside}; "
+        "set memory.project_root_symlinks: allow"
+    ) in done.stdout.splitlines()

@@ -34,7 +34,7 @@ from acp_memory.printmode.memory import (
     changed_notes,
 )
 from acp_memory.printmode.output import JsonOutput, StreamJsonOutput, TextOutput
-from acp_memory.runtime.runner import MEMORY_EXIT_WAIT_SECONDS
+from acp_memory.runtime.memory_service import MEMORY_EXIT_WAIT_SECONDS
 from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import SessionStore
 from acp_memory.tasks.records import TaskRecord
@@ -297,7 +297,9 @@ async def test_a_blocking_hook_exits_4_naming_the_hook_and_its_reason(home, proj
     done = await print_mode("-p", "my password is hunter2", home=home, cwd=project)
     assert (done.code, done.stdout) == (4, "")  # the hook's words are no reply of the model
     assert done.lines == [
-        f"acp-memory: blocked by UserPromptSubmit hook {hook!r}: no secrets in prompts"
+        # The command as typed, in single quotes, its own quotes left as they are.
+        "acp-memory: blocked by UserPromptSubmit hook "
+        "'echo 'no secrets in prompts' >&2; exit 2': no secrets in prompts"
     ]
 
 

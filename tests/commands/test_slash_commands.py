@@ -301,7 +301,7 @@ async def test_remember_is_refused_in_ask_mode_and_past_the_bounds(paths):
         assert await prompt(ed, sid, "/remember I like tea") == "end_turn"
         in_ask = said(ed, sid)
         await ed.conn.set_session_mode(session_id=sid, mode_id="agent")
-        agent.runner.memory_session_limit = 0
+        agent.runner.memory.bounds.session_limit = 0
         ed.client.updates.clear()
         assert await prompt(ed, sid, "/forget I like tea") == "end_turn"
         past_bounds = said(ed, sid)

@@ -379,6 +379,25 @@ def test_an_alias_bomb_within_the_alias_bound_loads_each_shared_node_once(tmp_pa
     assert len(top) == 9 and top[0] is top[8]  # expanded once, shared as YAML shared it
 
 
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [
+        ("providers: *l8", "providers.0: must be a mapping of keys (key: value), not [["),
+        ("memory: *l8", "memory: must be a mapping of keys (key: value), not [["),
+        ("tools: {command_allowlist: *l8}", "tools.command_allowlist.0: Input should be"),
+    ],
+)
+def test_an_alias_bomb_where_a_section_belongs_is_one_line_naming_the_key(
+    tmp_path, where, says
+):
+    # The error names the key and shows the start of the value, never the whole of it: 9^9
+    # leaves under 82 aliases.
+    with pytest.raises(ConfigError) as err:
+        load_config(_paths(tmp_path, _bomb(10, 9) + where.replace("l8", "l9") + "\n"))
+    line = str(err.value)
+    assert says in line and "\n" not in line and len(line) < 1000, line
+
+
 def test_an_expanded_variable_is_shared_by_every_alias_of_its_node(tmp_path, monkeypatch):
     monkeypatch.setenv("WHO", "lol")
     cfg = load_config(_paths(tmp_path, 'a: &a ["${WHO}"]\nb: [*a, *a]\n'))

@@ -97,7 +97,7 @@ async def test_a_blocked_prompt_is_refused_with_no_model_call_and_no_memory_run(
             reply = said(ed, sid)
             updates = memory_updates(ed)
     # The agent's message names the hook and its reason: no one mistakes it for the model.
-    assert reply == f"blocked by UserPromptSubmit hook {blocker!r}: {REASONS[how]}"
+    assert reply == f"blocked by UserPromptSubmit hook '{blocker}': {REASONS[how]}"
     assert server.requests == [] and updates == [] and task_dirs(paths, sid) == []
     assert stored_messages(paths, sid) == []  # the refused prompt is not in the transcript
     assert kit.events("Stop") == []
@@ -159,7 +159,7 @@ async def test_a_blocked_tool_call_fails_with_the_reason_and_the_turn_goes_on(pa
     assert not (paths.cwd / "out.txt").exists()
     assert finished.status == "failed"
     result = [m for m in server.requests[1].messages if m["role"] == "tool"][-1]["content"]
-    assert result == f"Error: blocked by PreToolUse hook {blocker!r}: {REASONS[how]}"
+    assert result == f"Error: blocked by PreToolUse hook '{blocker}': {REASONS[how]}"
     (pre,) = kit.events("PreToolUse")
     assert pre["tool_name"] == "write_file"
     assert pre["tool_input"] == {"path": "out.txt", "content": "x"}

@@ -55,7 +55,7 @@ async def test_stopping_waits_for_a_running_memory_run_to_finish(paths):
             sid = await api.new_session()
             assert (await api.prompt(sid, "remember that tea is green")).status_code == 200
             await held.started.wait()
-            draining = api.runner.draining
+            draining = api.runner.memory.draining
 
             async def finish_once_draining() -> None:
                 await draining.wait()
@@ -71,7 +71,7 @@ async def test_stopping_gives_up_on_a_memory_run_after_the_wait(paths):
     with anyio.fail_after(BOUND_S):
         async with served(memory_config(wait_seconds=0), paths) as api:
             use_model(api, held, child=True)
-            api.runner.memory_exit_wait_seconds = 0.1
+            api.runner.memory.exit_wait_seconds = 0.1
             sid = await api.new_session()
             assert (await api.prompt(sid, "remember that tea is green")).status_code == 200
             await held.started.wait()

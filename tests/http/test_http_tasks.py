@@ -76,14 +76,11 @@ async def test_a_memory_run_stopped_by_its_sessions_delete_brings_no_pool_back(p
         assert (await api.prompt(sid, "What do I like?")).json()["stopReason"] == "end_turn"
         with anyio.fail_after(BOUND_S):
             await held.started.wait()
-        (run,) = api.runner.memory_runs[sid]
+        assert api.runner.memory.bounds.in_flight(sid) == 1
         assert (await api.client.delete(f"/coddy/sessions/{sid}")).status_code == 200
         # The stopped run's bookkeeping (its delivery line, then retention) runs after the
         # delete: each step is spawned before the one before it ends.
         with anyio.fail_after(BOUND_S):
-            waited = 0
-            while waited < len(run._pending):
-                await run._pending[waited].wait()
-                waited += 1
+            await api.runner.memory.settled()
         assert sid not in api.runner._pools
     assert not (paths.sessions_dir / sid).exists()

@@ -10,7 +10,8 @@ import anyio
 import pytest
 from memory_wire import Peer
 
-from acp_memory.jsonrpc.connection import Connection, after_reply
+from acp_memory.jsonrpc.connection import Connection
+from acp_memory.jsonrpc.dispatch import after_reply
 
 pytestmark = pytest.mark.anyio
 

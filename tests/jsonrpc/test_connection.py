@@ -139,9 +139,9 @@ async def test_pending_requests_fail_when_the_peer_goes_away():
 
 
 async def test_handlers_are_admitted_within_a_count_and_a_byte_budget():
-    from acp_memory.jsonrpc.connection import _Budget
+    from acp_memory.jsonrpc.admission import Budget
 
-    budget = _Budget(count=2, nbytes=100)
+    budget = Budget(count=2, nbytes=100)
     await budget.acquire(60)
     admitted: list[int] = []
 
@@ -165,9 +165,9 @@ async def test_handlers_are_admitted_within_a_count_and_a_byte_budget():
 
 
 async def test_one_message_over_the_byte_budget_still_runs_alone():
-    from acp_memory.jsonrpc.connection import _Budget
+    from acp_memory.jsonrpc.admission import Budget
 
-    budget = _Budget(count=4, nbytes=10)
+    budget = Budget(count=4, nbytes=10)
     with anyio.fail_after(10):
         await budget.acquire(500)
     admitted = anyio.Event()

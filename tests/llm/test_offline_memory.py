@@ -17,7 +17,7 @@ from acp_memory.config.models import OFFLINE_MODEL_ID, Config, ProviderConfig
 from acp_memory.engine.events import AgentText
 from acp_memory.engine.prompt import Templates, TurnContext
 from acp_memory.engine.turn import TurnEngine, TurnSetup
-from acp_memory.llm.offline import OfflineProvider
+from acp_memory.llm.offline.provider import OfflineProvider
 from acp_memory.llm.registry import ProviderHub, build_provider
 from acp_memory.llm.types import ChatRequest, Message, ToolSpec
 from acp_memory.memory.store import MemoryStore
@@ -157,9 +157,9 @@ async def test_a_600_character_cyrillic_fact_is_saved_whole(child, store) -> Non
         ),
         ("From now on, answer in British English.", "From now on, answer in British English."),
         ("Going forward, we squash every merge.", "Going forward, we squash every merge."),
-        ("Keep this in memory: the build uses Bazel.", "The build uses Bazel."),
-        ("For later: the API token rotates on Mondays.", "The API token rotates on Mondays."),
-        ("На будущее: сервер называется bramble.", "Сервер называется bramble."),
+        ("Keep this in memory: the build uses Bazel.", "the build uses Bazel."),
+        ("For later: the API token rotates on Mondays.", "the API token rotates on Mondays."),
+        ("На будущее: сервер называется bramble.", "сервер называется bramble."),
         (
             "Кодовое слово — ЗЕЛЁНЫЙ-КИТ-7, это нужно знать для будущих сессий.",
             "Кодовое слово — ЗЕЛЁНЫЙ-КИТ-7.",

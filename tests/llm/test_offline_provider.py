@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from fakes.streams import collect
 
-from acp_memory.llm.offline import OfflineProvider
+from acp_memory.llm.offline.provider import OfflineProvider
 from acp_memory.llm.types import ChatRequest, Finished, Message, TextDelta, ToolCall, ToolCallReady
 
 pytestmark = pytest.mark.anyio

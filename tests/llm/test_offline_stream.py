@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fakes.streams import collect
 
-from acp_memory.llm.offline import OfflineProvider
+from acp_memory.llm.offline.provider import OfflineProvider
 from acp_memory.llm.types import ChatRequest, Finished, Message, StreamEvent, TextDelta, ToolCall
 
 pytestmark = pytest.mark.anyio

@@ -13,7 +13,7 @@ from acp_memory.config.models import (
     ModelConfig,
     ProviderConfig,
 )
-from acp_memory.llm.offline import OfflineProvider
+from acp_memory.llm.offline.provider import OfflineProvider
 from acp_memory.llm.registry import ProviderHub, UnknownModelError, api_key, build_provider
 from acp_memory.llm.resilient import ResilientProvider
 from acp_memory.llm.types import ChatRequest, LLMError, Message

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from acp_memory.config import Config, Paths
-from acp_memory.memory.index import SearchIndexes
+from acp_memory.memory.index.indexes import SearchIndexes
+from acp_memory.memory.index.root import RootIndex
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore
 from acp_memory.text.analyze import parse_query
@@ -27,9 +28,23 @@ def note_root(tmp_path: Path, name: str, text: str = "the walrus sleeps") -> Pat
     return root
 
 
+@pytest.fixture
+def closed(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The roots whose index was closed, in order: what eviction and `close()` do."""
+    roots: list[Path] = []
+    close = RootIndex.close
+
+    def recording(index: RootIndex) -> None:
+        roots.append(index.root)
+        close(index)
+
+    monkeypatch.setattr(RootIndex, "close", recording)
+    return roots
+
+
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
 def test_searching_200_roots_keeps_the_open_descriptors_bounded_and_close_releases_them(
-    tmp_path: Path,
+    tmp_path: Path, closed: list[Path]
 ) -> None:
     cache = tmp_path / "cache"
     before = open_fds()
@@ -45,9 +60,10 @@ def test_searching_200_roots_keeps_the_open_descriptors_bounded_and_close_releas
             peak = max(peak, open_fds())
             if i == 1:
                 full = open_fds()  # four roots open: their connections and watches
-        assert len(indexes.open_roots()) == 4
+        assert len(closed) == 200 - 4  # four stay open
         assert peak <= full
     assert open_fds() == before
+    assert len(set(closed)) == 200
 
 
 def test_a_store_closes_the_indexes_it_opened(tmp_path: Path) -> None:
@@ -59,7 +75,9 @@ def test_a_store_closes_the_indexes_it_opened(tmp_path: Path) -> None:
     assert open_fds() == before
 
 
-def test_the_least_recently_searched_root_is_the_one_closed(tmp_path: Path) -> None:
+def test_the_least_recently_searched_root_is_the_one_closed(
+    tmp_path: Path, closed: list[Path]
+) -> None:
     a, b, c = (note_root(tmp_path, name) for name in "abc")
     query = parse_query("walrus")
     with SearchIndexes(tmp_path / "cache", max_roots=2) as indexes:
@@ -67,19 +85,23 @@ def test_the_least_recently_searched_root_is_the_one_closed(tmp_path: Path) -> N
         indexes.candidates(b, query, 8)
         indexes.candidates(a, query, 8)  # a is now more recent than b
         indexes.candidates(c, query, 8)
-        assert indexes.open_roots() == [a, c]
+        assert closed == [b]
+        indexes.candidates(b, query, 8)  # a is now the least recent
+        assert closed == [b, a]
 
 
-def test_an_index_in_use_is_closed_only_when_its_search_ends(tmp_path: Path) -> None:
+def test_an_index_in_use_is_closed_only_when_its_search_ends(
+    tmp_path: Path, closed: list[Path]
+) -> None:
     a, b = note_root(tmp_path, "a"), note_root(tmp_path, "b")
     query = parse_query("walrus")
     with SearchIndexes(tmp_path / "cache", max_roots=1) as indexes:
         with indexes._lease(a) as index:
             index.refresh()
             indexes.candidates(b, query, 8)  # over the limit: a is the least recent, but busy
-            assert indexes.open_roots() == [a, b]
+            assert closed == []  # a and b both open
             assert [c.rel for c in index.candidates(query, 8)] == ["note.md"]
-        assert indexes.open_roots() == [b]  # the limit holds again once a's search ended
+        assert closed == [a]  # the limit holds again once a's search ended
         with pytest.raises(sqlite3.ProgrammingError, match="closed"):
             index.candidates(query, 8)
 

@@ -13,30 +13,34 @@ from acp_memory.engine.prompt import Templates, render_system
 from acp_memory.llm.types import ToolCall
 from acp_memory.memory.store import MemoryStore
 from acp_memory.runtime.memory_agent import (
+    MEMORY_TEMPLATE,
     MEMORY_TOOLS,
     OPERATOR_HEADING,
     READ_TOOLS,
-    TASK_LIMIT_BYTES,
+    MemoryLaunch,
     MemoryTemplates,
-    memory_max_tokens,
     memory_max_turns,
     memory_model_chain,
     memory_model_id,
-    memory_system_template,
-    memory_task_text,
     memory_tool_set,
     operator_instructions,
 )
+from acp_memory.text.task_text import TASK_TEXT_BYTES
 from acp_memory.tools.base import ToolContext
 
 ROLE = "You are the memory subagent of acp-memory."
 CTX = ToolContext(session_id="sess_test", cwd=Path("/"), mode="ask")
 
 
+def system_template(templates: Templates, *, read_only: bool, additional: str, cut: int) -> str:
+    """The child's template as its engine loads it, before {{cwd}}, {{tools}} and {{memory}}."""
+    memory = MemoryConfig(additional_prompt=additional, additional_prompt_max_chars=cut)
+    launch = MemoryTemplates.for_launch(templates, memory, read_only=read_only)
+    return launch.load(MEMORY_TEMPLATE)
+
+
 def rendered(store: MemoryStore, *, read_only: bool, additional: str = "", cut: int = 0) -> str:
-    template = memory_system_template(
-        Templates(), read_only=read_only, additional_prompt=additional, max_chars=cut
-    )
+    template = system_template(Templates(), read_only=read_only, additional=additional, cut=cut)
     tools = memory_tool_set(store, MemoryConfig(), read_only=read_only)
     return render_system(template, cwd="/work", tools=tools.specs(), memory="")
 
@@ -156,49 +160,54 @@ def test_a_prompts_dir_override_gets_the_sections_before_its_own_tool_list(
     override = tmp_path / "prompts"
     override.mkdir()
     (override / "memory_agent.md").write_text("Custom memory role.\n\nTools:\n{{tools}}\n")
-    text = memory_system_template(
-        Templates(str(override)), read_only=True, additional_prompt="Be brief.", max_chars=0
-    )
+    text = system_template(Templates(str(override)), read_only=True, additional="Be brief.", cut=0)
     assert text.startswith("Custom memory role.\n\n## Ask mode: saving is unavailable\n")
     assert text.endswith(f"{OPERATOR_HEADING}\nBe brief.\n\nTools:\n{{{{tools}}}}\n")
 
 
 def test_a_template_without_a_tool_list_gets_the_sections_at_its_end(tmp_path: Path) -> None:
     (tmp_path / "memory_agent.md").write_text("Only a role.\n")
-    text = memory_system_template(
-        Templates(str(tmp_path)), read_only=False, additional_prompt="Be brief.", max_chars=0
-    )
+    text = system_template(Templates(str(tmp_path)), read_only=False, additional="Be brief.", cut=0)
     assert text == f"Only a role.\n\n{OPERATOR_HEADING}\nBe brief.\n"
 
 
-def test_the_task_text_is_cut_at_32_kib_on_a_character_boundary() -> None:
+def memory_task_text(store: MemoryStore, message: str) -> str:
+    """The child's task as a launch prepares it (the one 32 KiB rule spawn_agent uses too)."""
+    launch = MemoryLaunch.prepare(
+        _config(), Templates(), store, message=message, session_mode="agent",
+        session_model_id="fast/small",
+    )
+    return launch.task
+
+
+def test_the_task_text_is_cut_at_32_kib_on_a_character_boundary(store: MemoryStore) -> None:
     # One ASCII byte first, so that 32 KiB falls in the middle of a two-byte letter.
     message = "a" + "я" * 20_000
-    task = memory_task_text(message)
+    task = memory_task_text(store, message)
     kept, marker = task.split("\n\n", 1)
     assert message.startswith(kept)
-    assert len(kept.encode("utf-8")) == TASK_LIMIT_BYTES - 1
+    assert len(kept.encode("utf-8")) == TASK_TEXT_BYTES - 1
     assert marker == (
         "[acp-memory: the message was cut here, after 32767 of its 40001 bytes of UTF-8]"
     )
 
 
-def test_an_ascii_message_over_32_kib_is_cut_too() -> None:
-    message = "a" * TASK_LIMIT_BYTES + "b" * 100
-    task = memory_task_text(message)
-    assert task == "a" * TASK_LIMIT_BYTES + (
+def test_an_ascii_message_over_32_kib_is_cut_too(store: MemoryStore) -> None:
+    message = "a" * TASK_TEXT_BYTES + "b" * 100
+    task = memory_task_text(store, message)
+    assert task == "a" * TASK_TEXT_BYTES + (
         "\n\n[acp-memory: the message was cut here, after 32768 of its 32868 bytes of UTF-8]"
     )
 
 
-def test_a_task_of_at_most_32_kib_is_the_message_itself() -> None:
-    exact = "ж" * (TASK_LIMIT_BYTES // 2)
-    assert memory_task_text(exact) == exact
-    assert memory_task_text("Remember that I prefer tabs.") == "Remember that I prefer tabs."
+def test_a_task_of_at_most_32_kib_is_the_message_itself(store: MemoryStore) -> None:
+    exact = "ж" * (TASK_TEXT_BYTES // 2)
+    assert memory_task_text(store, exact) == exact
+    assert memory_task_text(store, "Remember that I prefer tabs.") == "Remember that I prefer tabs."
 
 
-def test_a_lone_surrogate_in_a_long_message_costs_a_cut_not_a_crash() -> None:
-    task = memory_task_text("\ud800" + "b" * TASK_LIMIT_BYTES)
+def test_a_lone_surrogate_in_a_long_message_costs_a_cut_not_a_crash(store: MemoryStore) -> None:
+    task = memory_task_text(store, "\ud800" + "b" * TASK_TEXT_BYTES)
     assert task.startswith("\ud800b") and "was cut here" in task
 
 
@@ -228,9 +237,8 @@ def test_the_model_chain_ends_with_the_sessions_model_and_has_no_repeats() -> No
     assert memory_model_chain(_config(), "big/large") == ["big/large"]
 
 
-def test_the_child_step_and_token_caps() -> None:
-    cfg = _config(recall_max_turns=3, persist_max_turns=9, copilot_max_tokens=4096)
+def test_the_child_step_cap() -> None:
+    # Its token cap is the chain's (tests/llm/test_memory_chain.py).
+    cfg = _config(recall_max_turns=3, persist_max_turns=9)
     assert memory_max_turns(cfg) == 9
     assert memory_max_turns(_config(recall_max_turns=15, persist_max_turns=9)) == 15
-    assert memory_max_tokens(cfg, "big/large") == 2000
-    assert memory_max_tokens(cfg, "fast/small") == 4096

@@ -11,14 +11,14 @@ from array import array
 
 import pytest
 
-from acp_memory.memory.redact import (
+from acp_memory.memory.redact import redact
+from acp_memory.memory.secrets.names import (
     _FOR_WORDS,
     _NAME_TAILS,
     _PASSWORD_NAMES,
     _SECRETISH_NAMES,
     _TOKEN_NAMES,
     _folded,
-    redact,
 )
 from acp_memory.memory.store import MemoryStore
 

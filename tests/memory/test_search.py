@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_memory.memory import index as index_module
-from acp_memory.memory.index import db_path_for
+from acp_memory.memory.index import sync as index_sync
+from acp_memory.memory.index.schema import db_path_for
 from acp_memory.memory.search import SNIPPET_CHARS
 from acp_memory.memory.store import MemoryStore
 
@@ -119,7 +119,7 @@ def test_hand_edits_new_files_and_deletions_are_seen_by_the_next_search(
         def no_inotify() -> None:
             raise OSError("inotify disabled for this test")
 
-        monkeypatch.setattr(index_module, "Watcher", no_inotify)
+        monkeypatch.setattr(index_sync, "Watcher", no_inotify)
     root = store.roots.global_root
     store.save("note", "the original walrus", "global")
     assert paths(store, "walrus") == ["global:note.md"]

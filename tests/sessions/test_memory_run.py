@@ -248,8 +248,9 @@ async def test_a_run_past_the_session_bound_is_skipped(paths):
         server.script(text("ok"))
         async with turn_agent(memory_config(server), paths) as (ed, agent):
             # A run of another session, not started yet: the process-wide bound counts it.
-            agent.runner.memory_runs["other"] = {UnstartedRun()}  # type: ignore[arg-type]
-            agent.runner.memory_session_limit = 0
+            bounds = agent.runner.memory.bounds
+            assert bounds.admit("other", UnstartedRun()) is None
+            bounds.session_limit = 0
             sid = await ed.start_session(paths.cwd)
             assert await prompt(ed, sid, "hello") == "end_turn"
             updates = memory_updates(ed)
@@ -268,7 +269,7 @@ async def test_turns_of_two_sessions_starting_together_share_the_process_bound(p
         server.child = [text("(no memory hits)").stalled_after(0, release) for _ in range(2)]
         server.script(text("ok"), text("ok"))
         async with turn_agent(memory_config(server, wait_seconds=0), paths) as (ed, agent):
-            agent.runner.memory_process_limit = 1
+            agent.runner.memory.bounds.process.total_tokens = 1
             sids = [await ed.start_session(paths.cwd) for _ in range(2)]
             async with anyio.create_task_group() as tg:
                 for sid in sids:
@@ -349,10 +350,10 @@ async def test_stopping_waits_for_a_running_memory_run(paths):
         async with anyio.create_task_group() as tg:
             async with turn_agent(memory_config(server, wait_seconds=0), paths) as (ed, agent):
                 runner = agent.runner
-                runner.memory_exit_wait_seconds = 60
+                runner.memory.exit_wait_seconds = 60
 
                 async def release_when_draining() -> None:
-                    await runner.draining.wait()
+                    await runner.memory.draining.wait()
                     release.set()
 
                 tg.start_soon(release_when_draining)

@@ -308,7 +308,8 @@ async def test_the_process_and_session_bounds_skip_runs_with_real_runs_in_flight
                     assert await prompt(ed, sid, message) == "end_turn"
             with anyio.fail_after(10):
                 await server.wait_for_requests(16 + 16)  # every child is asking, held
-            assert sum(len(ids) for ids in runner.memory_runs.values()) == 16
+            assert runner.memory.bounds.in_flight() == 16
+            assert [runner.memory.bounds.in_flight(sid) for sid in sids] == [2] * 8 + [0]
             caplog.clear()
             with caplog.at_level(logging.WARNING, logger=MEMORY_LOGGER):
                 assert await prompt(ed, sids[8], "seventeenth") == "end_turn"

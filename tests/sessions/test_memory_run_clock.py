@@ -23,7 +23,7 @@ from sessions.test_memory_run import (
 from acp_memory.engine.events import TurnEvent
 from acp_memory.runtime import memory_run
 from acp_memory.runtime.memory_run import SEND_BOUND_SECONDS
-from acp_memory.runtime.runner import MEMORY_EXIT_WAIT_SECONDS
+from acp_memory.runtime.memory_service import MEMORY_EXIT_WAIT_SECONDS
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +81,7 @@ async def test_stopping_waits_fifteen_seconds_for_a_running_run_then_stops_it(pa
             async with turn_agent(memory_config(server, wait_seconds=0), paths) as (ed, agent):
                 runner = agent.runner
                 runner.clock = clock
-                assert runner.memory_exit_wait_seconds == MEMORY_EXIT_WAIT_SECONDS == 15
+                assert runner.memory.exit_wait_seconds == MEMORY_EXIT_WAIT_SECONDS == 15
                 sid = await ed.start_session(paths.cwd)
                 assert await prompt(ed, sid, "hello") == "end_turn"
                 task = runner.pool_for(agent.table.sessions[sid]).get("bg_1")
@@ -90,7 +90,7 @@ async def test_stopping_waits_fifteen_seconds_for_a_running_run_then_stops_it(pa
                 moved: list[float] = []
 
                 async def move_time_while_draining() -> None:
-                    await runner.draining.wait()
+                    await runner.memory.draining.wait()
                     # The run's 300 s limit and the exit wait's 15 s, on the same clock.
                     assert await clock.until_pending(2) == [15.0, 300.0]
                     clock.advance(14.9)

@@ -11,7 +11,8 @@ from typing import Any
 
 import anyio
 
-from acp_memory.tasks.pool import PoolSettings, TaskPool
+from acp_memory.tasks.admission import PoolSettings
+from acp_memory.tasks.pool import TaskPool
 
 GRACE_S = 0.3  # the kill grace the tests use: short, still room for a shell to die
 

@@ -12,9 +12,12 @@ from tasks.procs import GRACE_S, Fifo, assert_gone, pool_in
 
 from acp_memory.memory.redact import RedactedStream, redact_text
 from acp_memory.tasks import log as task_log
-from acp_memory.tasks import pool as task_pool
-from acp_memory.tasks.pool import PoolRefused, PoolSettings, Task, TaskFailed, UnknownTask
-from acp_memory.tasks.records import TaskRecord, write_record
+from acp_memory.tasks import task as task_module
+from acp_memory.tasks.admission import PoolRefused, PoolSettings
+from acp_memory.tasks.log import TaskLog
+from acp_memory.tasks.pool import UnknownTask
+from acp_memory.tasks.records import TaskRecord
+from acp_memory.tasks.task import Task, TaskFailed
 
 pytestmark = pytest.mark.anyio
 
@@ -31,6 +34,14 @@ def meta(bundle: Path, task_id: str) -> dict:
 
 def output_log(bundle: Path, task_id: str) -> bytes:
     return (bundle / "background" / task_id / "output.log").read_bytes()
+
+
+async def leave_record(bundle: Path, record: TaskRecord) -> None:
+    """A record left in the bundle as a pool writes it (Task.write_record), by a task that no
+    process runs now."""
+    folder = bundle / "background" / record.id
+    folder.mkdir(parents=True)
+    await Task(record, TaskLog(1024), folder).write_record(raise_errors=True)
 
 
 async def test_a_finished_command_leaves_a_snake_case_record_and_its_log(tmp_path: Path):
@@ -65,8 +76,8 @@ async def test_a_failing_command_fails_with_its_exit_code_and_a_missing_one_says
 
 async def test_task_ids_resume_past_the_ids_already_in_the_bundle(tmp_path: Path):
     (tmp_path / "background" / "bg_7").mkdir(parents=True)  # a record that never got written
-    write_record(tmp_path, TaskRecord(id="bg_2", session_id="s", kind="command",
-                                      status="succeeded"))
+    await leave_record(tmp_path, TaskRecord(id="bg_2", session_id="s", kind="command",
+                                            status="succeeded"))
     async with pool_in(tmp_path) as pool:
         task = await pool.start_command("true", tmp_path)
         await pool.wait(task, 10)
@@ -80,9 +91,9 @@ async def test_a_second_pool_on_the_bundle_sees_the_firsts_tasks_and_never_takes
     hold it): each lists the other's tasks as they are now, and ids are never shared."""
     go = Fifo(tmp_path / "go")
     async with pool_in(tmp_path) as first, pool_in(tmp_path) as second:
-        assert await second.list() == []  # read before the first pool started anything
+        assert await second.records() == []  # read before the first pool started anything
         running = await first.start_command(f"echo first; read x < {go.path}", tmp_path)
-        (seen,) = await second.list()
+        (seen,) = await second.records()
         assert (seen.id, seen.status) == ("bg_1", "running")  # run elsewhere, not orphaned
         assert (await second.record("bg_1")).status == "running"
         with pytest.raises(ValueError, match="running in another process"):
@@ -93,7 +104,7 @@ async def test_a_second_pool_on_the_bundle_sees_the_firsts_tasks_and_never_takes
         go.send()
         await first.wait(running, 10)
         assert (await second.record("bg_1")).status == "succeeded"
-        assert [r.id for r in await first.list()] == ["bg_1", "bg_2"]
+        assert [r.id for r in await first.records()] == ["bg_1", "bg_2"]
         assert "second" in await first.output("bg_2")
         after = await first.start_command("true", tmp_path)
         assert after.id == "bg_3"
@@ -104,8 +115,8 @@ async def test_a_second_pool_on_the_bundle_sees_the_firsts_tasks_and_never_takes
 
 
 async def test_a_task_left_running_by_a_process_that_ended_reads_as_orphaned(tmp_path: Path):
-    write_record(tmp_path, TaskRecord(id="bg_1", session_id="s", kind="command",
-                                      status="running"))
+    await leave_record(tmp_path, TaskRecord(id="bg_1", session_id="s", kind="command",
+                                            status="running"))
     async with pool_in(tmp_path) as pool:
         assert (await pool.record("bg_1")).status == "orphaned"
         await pool.remove("bg_1")  # nobody runs it: retention may take it
@@ -187,9 +198,7 @@ async def test_stop_kills_a_group_that_ignores_sigterm_once_the_grace_is_over(tm
     assert elapsed >= GRACE_S  # SIGTERM was ignored: SIGKILL came after the grace
 
 
-async def test_a_full_pool_refuses_model_tasks_and_admits_system_and_uncounted_ones(
-    tmp_path: Path,
-):
+async def test_a_full_pool_refuses_model_tasks_and_admits_system_ones(tmp_path: Path):
     go = Fifo(tmp_path / "go")
 
     async def report(task: Task) -> str:
@@ -197,19 +206,17 @@ async def test_a_full_pool_refuses_model_tasks_and_admits_system_and_uncounted_o
 
     async with pool_in(tmp_path, max_concurrent=1) as pool:
         first = await pool.start_command(f"read x < {go.path}", tmp_path)
-        assert pool.refusal() is not None
+        assert pool.admission.refusal() is not None
         with pytest.raises(PoolRefused, match=r"1 of 1 background tasks"):
             await pool.start_command("true", tmp_path)
         system = await pool.start_agent(
             label="memory: hi", agent_name="memory", child_session_id="sess_m", body=report,
             system=True,
         )
-        uncounted = await pool.start_agent(
-            label="helper", agent_name="h", child_session_id="sess_h", body=report,
-            counted=False,
-        )
         assert (await pool.wait(system, 10)).status == "succeeded"
-        assert (await pool.wait(uncounted, 10)).status == "succeeded"
+        # One flag says it all: never counted, a system record, the runtime's own child.
+        data = meta(tmp_path, system.id)
+        assert data["system"] is True and data["agent"]["system"] is True
         go.send()
         assert (await pool.wait(first, 10)).status == "succeeded"
         later = await pool.start_command("true", tmp_path)
@@ -306,11 +313,11 @@ async def test_an_agent_task_reports_fails_and_times_out_as_its_body_does(tmp_pa
 async def test_a_record_left_running_by_an_ended_process_reads_orphaned_and_stays_as_it_was(
     tmp_path: Path,
 ):
-    write_record(tmp_path, TaskRecord(id="bg_3", session_id="s", kind="command",
-                                      command="make", status="running", pid=1))
+    await leave_record(tmp_path, TaskRecord(id="bg_3", session_id="s", kind="command",
+                                            command="make", status="running", pid=1))
     before = (tmp_path / "background" / "bg_3" / "meta.json").read_bytes()
     async with pool_in(tmp_path) as pool:
-        assert [(r.id, r.status) for r in await pool.list()] == [("bg_3", "orphaned")]
+        assert [(r.id, r.status) for r in await pool.records()] == [("bg_3", "orphaned")]
         assert (await pool.record("bg_3")).status == "orphaned"
         assert (await pool.stop("bg_3")).status == "orphaned"  # nothing here to stop
         with pytest.raises(UnknownTask):
@@ -335,15 +342,15 @@ async def test_finished_tasks_are_announced_once_and_system_tasks_never(tmp_path
         )
         await pool.wait(done, 10)
         await pool.wait(system, 10)
-        lines = pool.take_announcements()
+        lines = pool.announcements.take()
         assert len(lines) == 1 and lines[0].startswith(f"{done.id} failed (exit 2) after ")
-        assert pool.take_announcements() == []
+        assert pool.announcements.take() == []
         assert [line.split()[:2] for line in pool.running_lines()] == [[running.id, "running"]]
-        assert [r.id for r in await pool.list()] == [running.id, done.id]
-        assert system.id in [r.id for r in await pool.list(include_system=True)]
+        assert [r.id for r in await pool.records()] == [running.id, done.id]
+        assert system.id in [r.id for r in await pool.records(include_system=True)]
         go.send()
         await pool.wait(running, 10)
-        assert [line.split()[:2] for line in pool.take_announcements()] == [
+        assert [line.split()[:2] for line in pool.announcements.take()] == [
             [running.id, "succeeded"]
         ]
 
@@ -384,7 +391,7 @@ async def test_records_and_logs_are_written_in_worker_threads(tmp_path: Path, mo
 
         return wrapper
 
-    monkeypatch.setattr(task_pool, "write_json_atomic", spy(task_pool.write_json_atomic))
+    monkeypatch.setattr(task_module, "write_json_atomic", spy(task_module.write_json_atomic))
     monkeypatch.setattr(task_log, "_append", spy(task_log._append))
     monkeypatch.setattr(task_log, "_write_new", spy(task_log._write_new))
     go = Fifo(tmp_path / "go")
@@ -448,8 +455,8 @@ async def test_a_task_whose_record_cannot_be_written_is_refused_and_holds_no_slo
     async with pool_in(bundle, max_concurrent=1) as pool:
         with pytest.raises(PoolRefused, match="cannot record the task"):
             await pool.start_command("true", tmp_path)
-        assert pool.refusal() is None
-        assert await pool.list() == []
+        assert pool.admission.refusal() is None
+        assert await pool.records() == []
 
 
 async def test_a_finished_task_can_be_removed_with_its_files_and_ids_keep_counting(
@@ -464,7 +471,7 @@ async def test_a_finished_task_can_be_removed_with_its_files_and_ids_keep_counti
             await pool.remove(running.id)
         await pool.remove(done.id)
         assert not (tmp_path / "background" / done.id).exists()
-        assert [r.id for r in await pool.list()] == [running.id]
+        assert [r.id for r in await pool.records()] == [running.id]
         with pytest.raises(UnknownTask):
             await pool.remove("bg_42")
         go.send()

@@ -16,7 +16,8 @@ from tasks.terminal_client import pool_agent
 
 from acp_memory.build import build_engine
 from acp_memory.config import Config, Paths
-from acp_memory.tasks.pool import Task, TaskPool
+from acp_memory.tasks.pool import TaskPool
+from acp_memory.tasks.task import Task
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,8 @@ from fakes.openai_server import FakeOpenAI
 from fakes.script import Reply, call, text, tool_calls
 
 from acp_memory.config.models import SubagentsConfig
-from acp_memory.runtime.subagents import MAX_TASK_BYTES, REPORT_HEADER, cut_task_text
+from acp_memory.runtime.subagents import REPORT_HEADER
+from acp_memory.text.task_text import TASK_TEXT_BYTES, cut_task_text
 
 pytestmark = pytest.mark.anyio
 
@@ -144,14 +145,17 @@ async def test_children_past_subagents_max_concurrent_are_refused(paths):
 
 
 def test_a_child_task_is_cut_at_32_kib_on_a_character_boundary():
-    text_in = "я" * (MAX_TASK_BYTES // 2 + 10)  # two bytes each
+    # The one rule memory runs use too (tests/memory/test_memory_agent.py).
+    text_in = "я" * (TASK_TEXT_BYTES // 2 + 10)  # two bytes each
     cut = cut_task_text(text_in)
-    kept, marker = cut.split("\n[task text cut", 1)
-    assert kept == "я" * (MAX_TASK_BYTES // 2)
-    assert "20 bytes left out" in marker
+    kept, marker = cut.split("\n\n[acp-memory: the message was cut here", 1)
+    assert kept == "я" * (TASK_TEXT_BYTES // 2)
+    assert marker == ", after 32768 of its 32788 bytes of UTF-8]"  # 20 bytes left out
     assert cut_task_text("short") == "short"
 
 
 def test_an_ascii_child_task_over_32_kib_is_cut_too():
-    cut = cut_task_text("a" * MAX_TASK_BYTES + "b" * 100)
-    assert cut == "a" * MAX_TASK_BYTES + "\n[task text cut at 32 KiB: 100 bytes left out]"
+    cut = cut_task_text("a" * TASK_TEXT_BYTES + "b" * 100)
+    assert cut == "a" * TASK_TEXT_BYTES + (
+        "\n\n[acp-memory: the message was cut here, after 32768 of its 32868 bytes of UTF-8]"
+    )

@@ -30,9 +30,7 @@ _TRIGGER = re.compile(
     r"(?!\w)",
     re.IGNORECASE,
 )
-_MEMORY_WORDS = re.compile(
-    r"\b(?:memory|memories|notes?)\b|памят|заметк", re.IGNORECASE
-)
+_MEMORY_WORDS = re.compile(r"\b(?:memory|memories|notes?)\b|памят|заметк", re.IGNORECASE)
 _MEMORY_TARGET = (
     r"(?:(?:to|in|into|from)\s+(?:your\s+|the\s+|my\s+)?(?:long-term\s+)?(?:memory|notes)"
     r"|(?:в|из)\s+(?:памят\w*|заметк\w*))"
@@ -72,6 +70,7 @@ _ASKING_WORDS = frozenset(
     mind please remember remembered session sessions should that the these this
     будущее будущих для запомнить знать на надо нужно помнить пожалуйста сессии сессий
     следует сохранить это этот эта""".split()
+)
 
 
 @dataclass(frozen=True)
@@ -134,7 +133,7 @@ def _lasting_fact(sentences: list[str]) -> str | None:
             near = [s for s in (sentences[i - 1 : i] + sentences[i + 1 : i + 2]) if tokens(s)]
             fact = next((s for s in near if not s.endswith("?")), "")
         if tokens(fact):
-            return fact[0].upper() + fact[1:]
+            return fact  # verbatim: a codeword and the words around it as the user wrote them
     return None
 
 
@@ -155,4 +154,3 @@ def _without_asking_clause(sentence: str, match: re.Match[str]) -> str:
         return f"{before}, {after}"
     fact = before or after
     return fact + ending if fact and not fact.endswith((".", "!", "…")) else fact
-

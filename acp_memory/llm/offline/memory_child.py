@@ -1,0 +1,305 @@
+"""The offline model as the memory child: the subagent's two modes, step by step.
+
+Recall: search the task's keywords in both roots (a listing of both roots when it has none,
+or when the search found nothing), read the best hits (or the listed notes whose names match),
+follow scope:path links inside them, then report the matching lines as plain facts under
+"Already on disk:", or exactly "(no memory hits)".
+Persist, on a trigger (`memory_intent.py`): keep the sentence that carries it in a note of the
+global root, or of the project root when the message names the project, workspace or
+repository; forget the note (or the lines) that best match such a sentence. Which step a run is
+at is read from the conversation alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from acp_memory.llm.offline.memory_intent import Intent, asks_not_to_consult, persist_intent
+from acp_memory.llm.offline.wording import announce, arguments, clip, numbered_calls
+from acp_memory.llm.types import Message, ToolCall
+from acp_memory.text.analyze import STOPWORDS, analyze, tokens
+from acp_memory.text.naming import name_from_title
+
+MEMORY_CHILD_TOOL = "memory_search"  # offered to the memory subagent, and to no one else
+NO_MEMORY_HITS = "(no memory hits)"
+_MAX_READS = 8  # notes one recall opens, links followed included
+_MAX_LISTS = 6
+_MAX_FACTS = 20
+_FACT_LIMIT = 2000
+_TITLE_CHARS = 60
+# Words of a recall request that name no subject ("what do you remember about ...").
+_EXTRA_STOPWORDS = frozenset(
+    """about also any anything can could did don know like me memory memories note notes
+    please recall remember should something tell us would
+    вспомни есть знаешь какая какие какое какой мой моё мое мои моя меня мне нас наш наша
+    наши памяти память помнишь пожалуйста про расскажи скажи эта эти этой этом этот""".split()
+)
+_HIT = re.compile(r"^\[\d+\] (?P<path>.+) \(score [-+0-9.e]+\)$", re.MULTILINE)
+_LISTED_NOTE = re.compile(r"^\s+note\s+(?P<path>.+?)\s{2}\d+ bytes", re.MULTILINE)
+_LISTED_FOLDER = re.compile(r"^\s+folder\s+(?P<path>.+?)/\s{2}modified", re.MULTILINE)
+_LINK = re.compile(r"(?<![\w/])(?:global|project):[^\s()\[\]<>\"'`]+?\.(?:md|txt)(?!\w)")
+_MD_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]*)\)")
+_NOTE_NAME = re.compile(r"\S+\.(?:md|txt)\b", re.IGNORECASE)
+_BULLET = re.compile(r"^(?:[-*+>]|\d+[.)])\s+")
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One tool call of the run and the result that came back for it."""
+
+    name: str
+    args: dict[str, object]
+    result: str
+
+    @property
+    def failed(self) -> bool:
+        return self.result.startswith("Error:")
+
+    def arg(self, key: str) -> str:
+        value = self.args.get(key)
+        return value if isinstance(value, str) else ""
+
+
+def memory_step(conversation: list[Message], offered: set[str]) -> tuple[str, list[ToolCall]]:
+    """The memory subagent's next move: the text it says and the tool calls it makes (none
+    with its final report)."""
+    users = [i for i, m in enumerate(conversation) if m.role == "user"]
+    if not users:
+        return NO_MEMORY_HITS, []
+    start = users[-1]
+    task = conversation[start].content
+    done = exchanges(conversation[start + 1 :])
+    if asks_not_to_consult(task):
+        return "Memory not consulted: the user asked not to for this message.", []
+    intent = persist_intent(task)
+    tool = None if intent is None else _PERSIST_TOOL[intent.action]
+    if intent is not None and tool in offered:
+        step = _save_step if intent.action == "save" else _forget_step
+        text, calls = step(intent, done)
+    else:
+        text, calls = _recall_step(task, done)
+        if intent is not None and not calls:
+            # Ask mode: the child recalls, and says the change it was asked for was not made.
+            undone = "saved" if intent.action == "save" else "deleted"
+            text += f"\nNot {undone}: memory is read-only in ask mode."
+    if not calls:
+        return text, []
+    written = [(name, json.dumps(args, ensure_ascii=False)) for name, args in calls]
+    made = numbered_calls(len(conversation), written)
+    return announce(made), made
+
+
+def exchanges(messages: Sequence[Message]) -> list[Exchange]:
+    """The run's tool calls so far, each with its result, in order."""
+    results = {m.tool_call_id: m.content for m in messages if m.role == "tool"}
+    out: list[Exchange] = []
+    for m in messages:
+        for call in m.tool_calls if m.role == "assistant" else ():
+            args = arguments(call)
+            result = results.get(call.id, "")
+            out.append(Exchange(call.name, args if isinstance(args, dict) else {}, result))
+    return out
+
+
+def keywords(text: str, limit: int = 8) -> list[str]:
+    """The words of text worth searching for: no stop words (English or Russian), no repeats."""
+    out: list[str] = []
+    for word in tokens(text):
+        low = word.lower().replace("ё", "е")
+        if len(low) < 2 or low in STOPWORDS or low in _EXTRA_STOPWORDS or low in out:
+            continue
+        out.append(low)
+    return out[:limit]
+
+
+def _stems(text: str) -> set[str]:
+    return {s for token in tokens(text) for s in analyze(token).stems}
+
+
+Call = tuple[str, dict[str, object]]  # a tool's name and its arguments
+Plan = list[Call]
+_PERSIST_TOOL = {"save": "memory_save", "forget": "memory_delete"}
+
+
+def _search(query: list[str], scope: str) -> Call:
+    return "memory_search", {"query": " ".join(query), "scope": scope}
+
+
+def _reads(paths: Iterable[str]) -> Plan:
+    return [("memory_read", {"path": p}) for p in paths]
+
+
+def _hits(done: list[Exchange]) -> list[str]:
+    found = [m["path"] for e in done if e.name == "memory_search" for m in _HIT.finditer(e.result)]
+    return list(dict.fromkeys(found))
+
+
+def _read_notes(done: list[Exchange]) -> dict[str, str]:
+    return {e.arg("path"): e.result for e in done if e.name == "memory_read" and not e.failed}
+
+
+def _recall_step(task: str, done: list[Exchange]) -> tuple[str, Plan]:
+    words = keywords(task)
+    if not done:
+        return "", [_search(words, "both")] if words else [("memory_list", {})]
+    wanted = _stems(" ".join(words))
+    hits = _hits(done)
+    attempted = {e.arg("path") for e in done if e.name == "memory_read"}
+    if unread := [p for p in hits[:3] if p not in attempted]:
+        return "", _reads(unread)
+    lists = [e for e in done if e.name == "memory_list"]
+    if not hits:
+        if not lists:
+            return "", [("memory_list", {})]
+        notes = [m["path"] for e in lists for m in _LISTED_NOTE.finditer(e.result)]
+        named = [p for p in notes if p not in attempted and _stems(_name(p)) & wanted][:3]
+        if named:
+            return "", _reads(named)
+        listed = {e.arg("path").rstrip("/") for e in lists}
+        folders = [
+            m["path"]
+            for e in lists
+            for m in _LISTED_FOLDER.finditer(e.result)
+            if m["path"] not in listed and m["path"].count("/") < 2
+        ]
+        if wanted and folders and not attempted and len(lists) < _MAX_LISTS:
+            room = _MAX_LISTS - len(lists)
+            return "", [("memory_list", {"path": f}) for f in folders[:room]]
+    notes_read = _read_notes(done)
+    links = [
+        link
+        for text in notes_read.values()
+        for link in _LINK.findall(text)
+        if link not in attempted
+    ]
+    links = list(dict.fromkeys(links))[: max(0, _MAX_READS - len(attempted))]
+    if links:
+        return "", _reads(links)
+    return recall_report(notes_read, wanted), []
+
+
+def recall_report(notes: dict[str, str], wanted: set[str]) -> str:
+    """The matching lines of the notes read, as plain facts; exactly (no memory hits) when
+    there are none."""
+    facts: list[str] = []
+    for text in notes.values():
+        lines = [c for c in (_fact_line(line) for line in text.splitlines()) if c]
+        matching = [line for line in lines if _stems(line) & wanted]
+        # A note found by its name or through a link is on the subject even when no line
+        # repeats the words: its first fact stands for it.
+        facts += matching or lines[:1]
+    unique = list(dict.fromkeys(facts))[:_MAX_FACTS]
+    if not unique:
+        return NO_MEMORY_HITS
+    return "Already on disk:\n" + "\n".join(f"- {clip(f, _FACT_LIMIT)}" for f in unique)
+
+
+def _fact_line(line: str) -> str:
+    """A note line as a plain fact: no heading, bullet, link target, path or file name."""
+    text = line.strip()
+    if not text or text.startswith("#") or set(text) <= set("-*_=`~ "):
+        return ""
+    text = _BULLET.sub("", text)
+    text = _MD_LINK.sub(lambda m: m[1], text)
+    text = _LINK.sub("", text)
+    text = _NOTE_NAME.sub("", text)
+    text = re.sub(r"\s{2,}", " ", text).strip(" ,;:()")
+    return text if tokens(text) else ""
+
+
+def _name(path: str) -> str:
+    return path.rsplit("/", 1)[-1].rsplit(":", 1)[-1].rsplit(".", 1)[0]
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _title(fact: str) -> str:
+    """A short title from the fact's first words."""
+    text = fact.rstrip(" .!?…")
+    if len(text) <= _TITLE_CHARS:
+        return text
+    cut = text[:_TITLE_CHARS].rsplit(" ", 1)[0]
+    return cut or text[:_TITLE_CHARS]
+
+
+def _free_name(title: str, taken: set[str]) -> str | None:
+    """A file name beside the notes already in the root, or None when the title's own is free."""
+    name = name_from_title(title)
+    if name not in taken:
+        return None
+    stem = name.removesuffix(".md")
+    n = 2
+    while f"{stem}-{n}.md" in taken:
+        n += 1
+    return f"{stem}-{n}.md"
+
+
+def _save_step(intent: Intent, done: list[Exchange]) -> tuple[str, Plan]:
+    words = keywords(intent.fact)
+    root = f"{intent.scope}:"
+    if not done:
+        # Read first: what is on disk about it, and which names the root already holds.
+        calls = [_search(words, "both")] if words else []
+        return "", [*calls, ("memory_list", {"path": root})]
+    attempted = {e.arg("path") for e in done if e.name == "memory_read"}
+    if unread := [p for p in _hits(done)[:3] if p not in attempted]:
+        return "", _reads(unread)
+    saves = [e for e in done if e.name == "memory_save"]
+    if saves:
+        if saves[-1].failed:
+            return f"Not saved: {saves[-1].result.removeprefix('Error:').strip()}", []
+        where = "project" if intent.scope == "project" else "global"
+        return f"Saved to {where} memory: {intent.fact}", []
+    fact = _normal(intent.fact)
+    if any(fact in _normal(text) for text in _read_notes(done).values()):
+        return f"Verified, skipped: already on disk: {intent.fact}", []
+    listing = " ".join(e.result for e in done if e.name == "memory_list")
+    taken = {m["path"].removeprefix(root) for m in _LISTED_NOTE.finditer(listing)}
+    title = _title(intent.fact)
+    args: dict[str, object] = {"title": title, "body": intent.fact + "\n", "scope": intent.scope}
+    if (name := _free_name(title, taken)) is not None:
+        args["relative_path"] = name
+    return "", [("memory_save", args)]
+
+
+def _forget_step(intent: Intent, done: list[Exchange]) -> tuple[str, Plan]:
+    words = keywords(intent.fact)
+    if not words:
+        return f"Nothing deleted: the message names nothing to look for ({intent.fact}).", []
+    if not done:
+        return "", [_search(words, intent.scope)]
+    hits = _hits(done)
+    if not hits:
+        return f"Nothing deleted: no note matches: {intent.fact}", []
+    best = hits[0]
+    reads = [e for e in done if e.name == "memory_read"]
+    if not reads:
+        return "", _reads([best])
+    changes = [e for e in done if e.name in ("memory_delete", "memory_save")]
+    wanted = _stems(" ".join(words))
+    lines = reads[0].result.splitlines()
+    facts = [f for f in (_fact_line(line) for line in lines) if f]
+    gone = [f for f in facts if _stems(f) & wanted]
+    # A best match with no line about it was found by its name: the whole note goes.
+    whole = not gone or len(gone) == len(facts)
+    if changes:
+        if changes[-1].failed:
+            return f"Not deleted: {changes[-1].result.removeprefix('Error:').strip()}", []
+        removed = (facts if whole else gone) or [intent.fact]
+        return "Deleted:\n" + "\n".join(f"- {line}" for line in removed), []
+    if reads[0].failed:
+        return f"Not deleted: {reads[0].result.removeprefix('Error:').strip()}", []
+    if whole:
+        return "", [("memory_delete", {"path": best})]
+    kept = [line for line in lines if not (_fact_line(line) and _stems(line) & wanted)]
+    # The note holds other facts too: it is saved again without the forgotten lines.
+    scope, _, rel = best.partition(":")
+    body = "\n".join(kept).strip() + "\n"
+    return "", [
+        ("memory_save", {"title": _name(best), "body": body, "scope": scope, "relative_path": rel})
+    ]

@@ -1,0 +1,6 @@
+"""The search index of one root: SQLite FTS5 (BM25) in the cache folder, in step with the files.
+
+`schema.py` opens the database, `sync.py` keeps it in step with the files, `query.py` ranks the
+notes, `root.py` joins the three for one root, and `indexes.py` keeps the open ones of a cache
+folder, the most recently used only.
+"""

@@ -1,0 +1,81 @@
+"""An index's database: its file in the cache folder, its schema, and opening it.
+
+A cache that cannot be read is rebuilt, never repaired; with no file the index lives in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import sqlite3
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 4
+# FTS5's IDF is clamped to ~0 for a word in half the notes or more, which flattens every score
+# in a small collection; empty padding rows keep IDF positive and matter little in large ones.
+_PADDING_ROWS = 16
+_SCHEMA = """
+CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL,
+                   mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, ino INTEGER NOT NULL);
+CREATE VIRTUAL TABLE fts USING fts5(path, exact, stems,
+                                    tokenize="unicode61 remove_diacritics 0 tokenchars '_'");
+"""
+
+
+def db_path_for(root: Path, cache_dir: Path) -> Path:
+    """The index file of a root, named by a hash of the root's real path."""
+    digest = hashlib.sha256(str(root.resolve()).encode("utf-8")).hexdigest()[:20]
+    return cache_dir / "search" / f"{digest}.sqlite3"
+
+
+def open_db(db_path: Path | None) -> sqlite3.Connection:
+    """The index database at db_path (in memory when None), with the current schema."""
+    if db_path is None:
+        return _connect(":memory:")
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _connect(db_path)
+    except sqlite3.OperationalError:
+        raise  # cannot open or write it (read-only, locked): not a damaged file
+    except sqlite3.DatabaseError:
+        log.warning("search index %s is unreadable; rebuilding it", db_path)
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{db_path}{suffix}")
+        return _connect(db_path)
+
+
+def _connect(where: Path | str) -> sqlite3.Connection:
+    db = sqlite3.connect(where, timeout=30, isolation_level=None, check_same_thread=False)
+    try:
+        _prepare(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _prepare(db: sqlite3.Connection) -> None:
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            db.execute("DROP TABLE IF EXISTS files")
+            db.execute("DROP TABLE IF EXISTS fts")
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+            db.executemany(
+                "INSERT INTO fts(rowid, path, exact, stems) VALUES (?, '', '', '')",
+                [(-n,) for n in range(1, _PADDING_ROWS + 1)],
+            )
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise

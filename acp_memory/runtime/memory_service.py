@@ -1,0 +1,336 @@
+"""The memory runs of one surface as a service of their own: the bounds on runs in flight, the
+search indexes every notes store shares, the memory child started as a system task, retention
+(memory.keep_runs) and the wait for running runs at exit.
+
+The runner owns one and hands it a `MemoryHost`, the few things a run needs of it; the turn's
+side of a run (`memory_run.py`) asks the service for everything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from acp_memory.clock import Clock
+from acp_memory.config import Config, Paths
+from acp_memory.engine.turn import TurnEngine, TurnSetup
+from acp_memory.hooks.events import SessionHooks, Subagent
+from acp_memory.llm.chain import ChainProvider
+from acp_memory.llm.registry import ModelHandle
+from acp_memory.memory.index.indexes import SearchIndexes
+from acp_memory.memory.redact import RedactedStream, redact_json, redact_text
+from acp_memory.memory.store import MemoryStore
+from acp_memory.runtime.memory_agent import MemoryLaunch
+from acp_memory.runtime.subagents import first_line, run_child_turn
+from acp_memory.sessions.model import new_session_id
+from acp_memory.sessions.store import Session
+from acp_memory.tasks.admission import PoolRefused
+from acp_memory.tasks.log import TaskLog
+from acp_memory.tasks.pool import TaskPool
+from acp_memory.tasks.task import Task, TaskFailed
+from acp_memory.tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+MEMORY_AGENT_NAME = "memory"
+# Turns of a session are serialised, so runs overlap only when turns end faster than runs.
+SESSION_RUNS_IN_FLIGHT = 2
+PROCESS_RUNS_IN_FLIGHT = 16
+MEMORY_EXIT_WAIT_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class MemoryHost:
+    """What a memory run needs of the runner, and nothing more. The runner passes callables
+    that read its attributes when called, so a clock or a model lookup replaced later counts."""
+
+    pool_for: Callable[[Session], TaskPool]  # the session's pool: a run is a system task there
+    create_child: Callable[..., Session]  # SessionStore.create: the child's bundle (blocking)
+    child_hooks: Callable[[Session, Subagent], Awaitable[SessionHooks | None]]
+    model_for: Callable[[str], ModelHandle]  # the child's models (never waiting for a reset)
+    owner: Callable[[], TaskGroup]  # where bookkeeping runs; raises once the runner stopped
+    clock: Callable[[], Clock]  # the bounds' clock: run timeouts, the turn's wait, the exit wait
+
+
+class RunBounds:
+    """Memory runs in flight: at most `session_limit` per session and `process.total_tokens`
+    in all. A run holds one token of each on its own behalf until it ends; a bound that is
+    full skips the run, never queues it."""
+
+    def __init__(
+        self,
+        session_limit: int = SESSION_RUNS_IN_FLIGHT,
+        process_limit: int = PROCESS_RUNS_IN_FLIGHT,
+    ) -> None:
+        self.session_limit = session_limit  # read when a session's first run is admitted
+        self.process = anyio.CapacityLimiter(process_limit)
+        self._sessions: dict[str, anyio.CapacityLimiter] = {}  # sessions with a run in flight
+
+    def admit(self, session_id: str, run: object) -> str | None:
+        """Take a token of both bounds for run; None when it may start, else why not (the
+        seed's words). Synchronous: a turn of another session starting now sees it."""
+        mine = self._sessions.get(session_id) or anyio.CapacityLimiter(self.session_limit)
+        try:
+            mine.acquire_on_behalf_of_nowait(run)
+        except anyio.WouldBlock:
+            return f"memory runs in flight for this session: {_held(mine)}"
+        try:
+            self.process.acquire_on_behalf_of_nowait(run)
+        except anyio.WouldBlock:
+            mine.release_on_behalf_of(run)
+            return f"memory runs in flight for this process: {_held(self.process)}"
+        self._sessions[session_id] = mine
+        return None
+
+    def release(self, session_id: str, run: object) -> None:
+        """Give back the tokens run holds (it ended, or it never started)."""
+        mine = self._sessions.get(session_id)
+        if mine is None:
+            return
+        with contextlib.suppress(RuntimeError):  # not held: given back already
+            mine.release_on_behalf_of(run)
+            self.process.release_on_behalf_of(run)
+        if mine.borrowed_tokens == 0:
+            del self._sessions[session_id]
+
+    def in_flight(self, session_id: str | None = None) -> int:
+        """Runs holding a token: of session_id, or of the whole process."""
+        if session_id is None:
+            return int(self.process.borrowed_tokens)
+        mine = self._sessions.get(session_id)
+        return 0 if mine is None else int(mine.borrowed_tokens)
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A memory run that started: its pool, its task and its child session's id."""
+
+    pool: TaskPool
+    task: Task
+    child_id: str
+
+
+class MemoryService:
+    """The memory runs of one surface: bounds, shared indexes, launch, retention, the exit wait."""
+
+    def __init__(self, cfg: Config, paths: Paths, engine: TurnEngine, host: MemoryHost) -> None:
+        self.cfg = cfg
+        self.paths = paths
+        self.engine = engine  # the parent engine: its templates and its clock
+        self.host = host
+        self.bounds = RunBounds()
+        # How long stopping waits for running runs; `draining` is set when that wait begins.
+        self.exit_wait_seconds = MEMORY_EXIT_WAIT_SECONDS
+        self.draining = anyio.Event()
+        self._indexes: SearchIndexes | None = None
+        self._running: dict[Task, TaskPool] = {}
+        self._bookkeeping: set[anyio.Event] = set()
+
+    @property
+    def clock(self) -> Clock:
+        return self.host.clock()
+
+    def indexes(self) -> SearchIndexes:
+        """The search indexes every notes store of this surface shares (a root indexed
+        once), memory runs or not: the HTTP notes routes use them too."""
+        if self._indexes is None:
+            self._indexes = SearchIndexes(
+                self.paths.cache_dir, max_roots=self.cfg.memory.index_max_roots
+            )
+        return self._indexes
+
+    def store_for(self, cwd: str) -> MemoryStore:
+        """The notes of a session in cwd (the global root and its workspace's) on the shared
+        indexes; the caller closes it."""
+        return MemoryStore.from_config(self.cfg, self.paths, Path(cwd), indexes=self.indexes())
+
+    # -- a run's task --------------------------------------------------------------------------
+
+    async def launch(
+        self, parent: Session, text: str, on_finish: Callable[[Task], None]
+    ) -> Launched:
+        """Start the memory child on text as a system task of parent's pool. Raises OSError or
+        PoolRefused when it cannot start."""
+        cfg = self.cfg
+        pool = self.host.pool_for(parent)
+        store = self.store_for(parent.record.cwd)
+        launch = MemoryLaunch.prepare(
+            cfg,
+            self.engine.templates,
+            store,
+            message=text,
+            session_mode=parent.record.mode,
+            session_model_id=parent.record.selected_model_id,
+        )
+        # The bundle is made by the task, once its id is known: session.json is written once.
+        child_id = new_session_id()
+
+        async def body(task: Task) -> str:
+            create = partial(
+                self.host.create_child,
+                cwd=parent.record.cwd,
+                model_id=launch.models[0],
+                parent=parent,
+                session_id=child_id,
+                subagent_name=MEMORY_AGENT_NAME,
+                subagent_depth=1,
+                subagent_task_id=task.id,
+                durable=False,  # a record of the run on every turn's path; notes stay synced
+                scrub=redact_json,  # the user's words as a note would keep them
+            )
+            try:
+                child = await anyio.to_thread.run_sync(create)
+            except OSError as exc:
+                store.close()
+                raise TaskFailed(f"cannot create the child session: {exc}") from None
+            try:
+                return await self._run_child(child, launch, task.log)
+            finally:
+                child.close()
+                store.close()
+
+        try:
+            # Every file of the run (log, record, the child's bundle) is redacted as a note
+            # is: the HTTP API and the Tasks drawer serve them. The label is redacted before
+            # it is cut, so that no secret is kept in part.
+            task = await pool.start_agent(
+                label=f"memory: {first_line(redact_text(first_line(text, 1000)))}",
+                agent_name=MEMORY_AGENT_NAME,
+                child_session_id=child_id,
+                body=body,
+                system=True,
+                timeout_seconds=cfg.memory.timeout_seconds,
+                on_finish=on_finish,
+                log=pool.new_log(RedactedStream()),
+                redact=redact_text,
+            )
+        except PoolRefused:
+            store.close()
+            raise
+        self._running[task] = pool
+        task.add_done_callback(self._ended)  # at once when it has already
+        return Launched(pool, task, child_id)
+
+    def _ended(self, task: Task) -> None:
+        self._running.pop(task, None)
+
+    async def _run_child(self, child: Session, launch: MemoryLaunch, task_log: TaskLog) -> str:
+        handles = [self.host.model_for(model_id) for model_id in launch.models]
+        # The chain sets each request's model, max_tokens (capped) and sampling itself.
+        chain = ChainProvider(handles, self.cfg.memory.copilot_max_tokens)
+        model = ModelHandle(handles[0].model_id, chain, handles[0].config)
+        # Its own engine: the memory templates, no registry tools (the set comes with the
+        # launch), the parent engine's clock.
+        engine = TurnEngine(
+            launch.templates, ToolRegistry(), launch.max_turns, clock=self.engine.clock
+        )
+        # Hooks fire inside the child as in any turn, its payloads saying "kind": "memory".
+        subagent = Subagent(MEMORY_AGENT_NAME, child.id, "memory")
+        setup = TurnSetup(
+            tools=launch.tools,
+            max_turns=launch.max_turns,
+            template=launch.template,
+            hooks=await self.host.child_hooks(child, subagent),
+        )
+        return await run_child_turn(
+            engine, child, launch.task, model, setup, task_log, report_of=final_message
+        )
+
+    # -- after a run ---------------------------------------------------------------------------
+
+    async def retain(self, session: Session, pool: TaskPool) -> None:
+        """memory.keep_runs: the oldest finished memory runs of session beyond it go, record
+        and child bundle alike."""
+        keep = self.cfg.memory.keep_runs
+        # The run's own pool, never a new one: a pool closed since (the session deleted or
+        # released) leaves the bundle alone, and its next run's retention catches up.
+        if keep <= 0 or pool.closed:
+            return
+        try:
+            records = await pool.records(include_system=True)
+        except OSError as exc:
+            log.warning("cannot list the memory runs of %s: %s", session.id, exc)
+            return
+        finished = [
+            r
+            for r in records
+            if r.system
+            and r.agent is not None
+            and r.agent.name == MEMORY_AGENT_NAME
+            and r.status not in ("queued", "running")
+        ]
+        for record in finished[: max(len(finished) - keep, 0)]:
+            try:
+                await pool.remove(record.id)
+            except (ValueError, LookupError, OSError):
+                continue
+            assert record.agent is not None
+            child_dir = session.subagents_dir() / record.agent.session_id
+            await anyio.to_thread.run_sync(_remove_tree, child_dir)
+
+    def spawn(self, work: Callable[[], Coroutine[Any, Any, None]], done: anyio.Event) -> bool:
+        """Start a run's bookkeeping in the owner group (False once the runner stopped);
+        `done` is set when it ends, and `settled()` waits for it."""
+        try:
+            self.host.owner().start_soon(work)
+        except RuntimeError:
+            return False
+        self._bookkeeping = {e for e in self._bookkeeping if not e.is_set()} | {done}
+        return True
+
+    async def settled(self) -> None:
+        """Wait until the bookkeeping of every run ended (a delivery line starts its
+        retention before it ends, so none is missed)."""
+        while pending := [e for e in self._bookkeeping if not e.is_set()]:
+            await pending[0].wait()
+
+    # -- the surface's end ---------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        """Wait up to exit_wait_seconds for the running memory runs (a surface calls it before
+        it closes its sessions, whose pools would stop them)."""
+        running = [  # a closed pool already stops its runs
+            task for task, pool in self._running.items() if not pool.closed
+        ]
+        if not running:
+            return
+        self.draining.set()
+        log.info("waiting up to %gs for %d memory run(s)", self.exit_wait_seconds, len(running))
+        with self.clock.move_on_after(self.exit_wait_seconds):
+            for task in running:
+                await task.done.wait()
+
+    def close(self) -> None:
+        """The runner stopped: no run is in flight any more, the indexes close."""
+        self._running.clear()
+        self.bounds = RunBounds(self.bounds.session_limit, int(self.bounds.process.total_tokens))
+        if self._indexes is not None:
+            self._indexes.close()
+            self._indexes = None
+
+
+def final_message(child: Session) -> str:
+    """The child's report: the text of the message that ended its turn. Narration beside
+    tool calls is not a report, so a child that ran out of rounds, or ended on an empty
+    answer, has none."""
+    last = child.messages[-1] if child.messages else None
+    if last is None or last.role != "assistant" or last.tool_calls:
+        return ""
+    return last.content.strip()
+
+
+def _held(limiter: anyio.CapacityLimiter) -> str:
+    return f"{int(limiter.borrowed_tokens)} of {int(limiter.total_tokens)}"
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
