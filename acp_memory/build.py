@@ -9,6 +9,7 @@ from acp_memory.commands.registry import BuiltinCommands
 from acp_memory.config import Config, Paths
 from acp_memory.engine.prompt import Templates
 from acp_memory.engine.turn import TurnEngine
+from acp_memory.hooks.surface import Hooks
 from acp_memory.llm.registry import ProviderHub
 from acp_memory.memory.direct import DirectMemoryTool
 from acp_memory.runtime.runner import SessionRunner
@@ -55,5 +56,6 @@ def build_runner(cfg: Config, paths: Paths, hub: ProviderHub) -> SessionRunner:
         engine,
         hub.model,
         partial(hub.model, wait_for_limit_reset=False),
+        hooks=Hooks(cfg),
         commands=BuiltinCommands(),
     )

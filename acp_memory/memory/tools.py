@@ -47,11 +47,20 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+EMPTY_FOLDER = "is empty (no notes or folders)."
+NO_MATCH = "no matching notes for "
+
+
+def came_back_empty(result: str) -> bool:
+    """Whether a memory_search or memory_list result found no note (its words are here)."""
+    return result.startswith(NO_MATCH) or result.endswith(EMPTY_FOLDER)
+
+
 def format_listing(display: str, entries: list[FolderEntry]) -> str:
     """One line per folder or note, with size and modification time."""
     head = display if display.endswith((":", "/")) else display + "/"
     if not entries:
-        return f"{head} is empty (no notes or folders)."
+        return f"{head} {EMPTY_FOLDER}"
     lines = [f"{head} ({_count(len(entries), 'entry', 'entries')})"]
     for e in entries:
         if e.is_dir:
@@ -65,7 +74,7 @@ def format_hits(query: str, hits: Hits, where: str) -> str:
     """Hits with path, score and snippet, or one clear line when nothing matched; a list the
     limit cut says how many matched in all."""
     if not hits:
-        return f"no matching notes for {query!r} in {where}."
+        return f"{NO_MATCH}{query!r} in {where}."
     found = _count(hits.total, "matching note", "matching notes")
     if hits.total > len(hits):
         found = f"showing {len(hits)} of {found}"

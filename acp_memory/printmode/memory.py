@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import anyio
 
 from acp_memory.clock import Clock
+from acp_memory.memory.tools import came_back_empty
 from acp_memory.printmode.console import Console, RunOutcome
 from acp_memory.printmode.output import Output
 from acp_memory.runtime.memory_agent import NO_HITS
@@ -24,6 +25,7 @@ EXIT_NOTICE_SECONDS = 15.0
 SETTLE_GRACE_SECONDS = 10.0
 # The memory tools that change the notes (a folder alone changes nothing anyone reads).
 CHANGING_TOOLS = frozenset({"memory_save", "memory_delete"})
+LOOKING_TOOLS = frozenset({"memory_search", "memory_list", "memory_read"})
 
 
 class RunTask(Protocol):
@@ -42,6 +44,13 @@ def changed_notes(messages: Sequence[TranscriptMessage]) -> bool:
     return any(
         m.role == "tool" and m.name in CHANGING_TOOLS and not m.is_error for m in messages
     )
+
+
+def found_nothing(messages: Sequence[TranscriptMessage]) -> bool:
+    """Whether a memory run looked for notes and every look came back empty (no match, an
+    empty folder, a note that is not there or a root refused)."""
+    looks = [m for m in messages if m.role == "tool" and m.name in LOOKING_TOOLS]
+    return bool(looks) and all(m.is_error or came_back_empty(m.content) for m in looks)
 
 
 class MemoryWatch:
@@ -144,6 +153,8 @@ class MemoryWatch:
                 messages = []  # no transcript to read: told by its report alone
             if changed_notes(messages):
                 return "saved"
+            if found_nothing(messages):  # a forget of no note, a refused save: not a recall
+                return "nothing found"
         task = self.task
         if task is not None and (task.result or "").strip() == NO_HITS:
             return "nothing found"

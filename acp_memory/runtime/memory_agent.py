@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from acp_memory.config.models import Config, MemoryConfig
 from acp_memory.engine.prompt import Templates
+from acp_memory.memory.redact import redact_text
 from acp_memory.memory.store import MemoryStore
 from acp_memory.memory.tools import memory_tools
 from acp_memory.text.task_text import cut_task_text
@@ -160,7 +161,9 @@ class MemoryLaunch:
         """The launch for a user message of a session in session_mode on session_model_id."""
         read_only = session_mode == "ask"
         return cls(
-            task=cut_task_text(message),
+            # Redacted before the child reads it: a secret it never sees reaches none of the
+            # run's files in any form (a lowercased search, a split token), nor a note.
+            task=cut_task_text(redact_text(message)),
             tools=memory_tool_set(store, cfg.memory, read_only=read_only),
             templates=MemoryTemplates.for_launch(templates, cfg.memory, read_only=read_only),
             models=memory_model_chain(cfg, session_model_id),

@@ -72,10 +72,13 @@ class SessionRunner:
         model_for: Callable[[str], ModelHandle],
         child_model_for: Callable[[str], ModelHandle] | None = None,
         *,
+        hooks: Hooks,
         commands: SlashCommands | None = None,
     ) -> None:
         self.cfg = cfg
-        # Handed in by the composition root (build.py): the commands stand on the runner.
+        # Handed in by the composition root (build.py): the commands stand on the runner,
+        # and which hooks run is the config's business, not the runner's.
+        self.hooks = hooks
         self.commands = commands
         self.paths = paths
         self.engine = engine
@@ -83,7 +86,6 @@ class SessionRunner:
         # The memory child's models: never waiting for a quota reset (top-level turns only).
         self.child_model_for = child_model_for or model_for
         self.store = SessionStore(paths.sessions_dir)
-        self.hooks = Hooks(cfg)
         self._owner: TaskGroup | None = None
         self._pools: dict[str, TaskPool] = {}
         self.kill_grace_seconds = KILL_GRACE_SECONDS  # SIGTERM to SIGKILL; tests shorten it

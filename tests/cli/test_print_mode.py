@@ -32,6 +32,7 @@ from acp_memory.printmode.memory import (
     SETTLE_GRACE_SECONDS,
     MemoryWatch,
     changed_notes,
+    found_nothing,
 )
 from acp_memory.printmode.output import JsonOutput, StreamJsonOutput, TextOutput
 from acp_memory.runtime.memory_service import MEMORY_EXIT_WAIT_SECONDS
@@ -527,6 +528,10 @@ async def test_a_save_says_saved_and_a_search_with_no_hit_says_nothing_found(hom
     done = await print_mode("-p", "What colour is the submarine?", home=home, cwd=project)
     assert done.code == 0, done.stderr
     assert re.fullmatch(r"memory: nothing found in \d+\.\ds \(task bg_1\)", done.lines[0])
+    # A forget with no note to forget found nothing either: it recalled nothing.
+    done = await print_mode("-p", "Forget the note about bananas.", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    assert re.fullmatch(r"memory: nothing found in \d+\.\ds \(task bg_1\)", done.lines[0])
 
 
 @pytest.mark.subprocess
@@ -685,8 +690,24 @@ def test_a_run_that_saved_or_found_nothing_says_so_whether_or_not_it_reached_the
     assert memory_line(failed, "saved") == "memory: failed after 3.2s (task bg_3) - boom"
 
 
-def _tool(name: str, is_error: bool | None = None) -> TranscriptMessage:
-    return TranscriptMessage(role="tool", name=name, content="...", is_error=is_error)
+def _tool(name: str, is_error: bool | None = None, content: str = "...") -> TranscriptMessage:
+    return TranscriptMessage(role="tool", name=name, content=content, is_error=is_error)
+
+
+@pytest.mark.parametrize(
+    ("looks", "nothing"),
+    [
+        ([("memory_search", None, "no matching notes for 'bananas' in global.")], True),
+        ([("memory_list", None, "global:/ is empty (no notes or folders).")], True),
+        ([("memory_read", True, "no note global:a.md")], True),
+        ([("memory_search", None, "no matching notes for 'a' in global."),
+          ("memory_read", None, "I like tea.")], False),
+        ([("memory_search", None, "1 matching note for 'tea' in global (best first):")], False),
+        ([], False),  # a run that never looked found nothing it could say
+    ],
+)
+def test_a_run_found_nothing_only_when_every_look_came_back_empty(looks, nothing):
+    assert found_nothing([_tool(*look) for look in looks]) is nothing
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,25 @@ def test_url_password_keeps_user_and_host() -> None:
 
 
 @pytest.mark.parametrize(
+    "introduced", [" with secret ", " / ", " | ", ", the secret being "]
+)
+def test_an_aws_key_pair_loses_both_halves_however_the_secret_is_introduced(
+    introduced: str,
+) -> None:
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    text = redact(f"the aws key AKIAIOSFODNN7EXAMPLE{introduced}{secret} is for staging").text
+    assert text == (
+        f"the aws key [REDACTED:aws_access_key]{introduced}[REDACTED:aws_secret_key] is for "
+        "staging"
+    )
+
+
+def test_a_commit_id_after_an_aws_key_id_is_no_secret() -> None:
+    text = redact("AKIAIOSFODNN7EXAMPLE rotated in 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39").text
+    assert text == "[REDACTED:aws_access_key] rotated in 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39"
+
+
+@pytest.mark.parametrize(
     "harmless",
     [
         "commit 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39 fixed the bug",

@@ -31,8 +31,8 @@ from sessions.test_memory_run import (
 )
 
 from acp_memory.cli import main
-from acp_memory.config import Paths
-from acp_memory.config.models import AcpConfig, ModelConfig
+from acp_memory.config import Config, Paths
+from acp_memory.config.models import AcpConfig, MemoryConfig, ModelConfig
 from acp_memory.runtime.memory_agent import OPERATOR_HEADING
 from acp_memory.runtime.subagents import REPORT_HEADER
 
@@ -585,7 +585,23 @@ async def test_a_save_holding_secrets_leaves_none_in_any_file_of_the_memory_run(
     assert meta(paths, sid, "bg_1")["label"].startswith("memory: aws_access_key_id=[REDACTED:")
     # The child's transcript still holds its save, a document whose body is redacted.
     (asked,) = [c for m in child_messages(paths, sid) for c in m.get("toolCalls") or []]
-    assert "[REDACTED:secret]" in json.loads(asked["arguments"])["body"]
+    assert "[REDACTED:aws_secret_key]" in json.loads(asked["arguments"])["body"]
     # The note is redacted as ever; the parent's transcript keeps the user's words as typed.
     assert AWS_ID not in (paths.home / "memory" / "deploy.md").read_text()
     assert AWS_ID in (bundle / "messages.json").read_text()
+
+
+async def test_the_memory_child_never_sees_a_secret_so_no_form_of_it_reaches_a_run_file(paths):
+    # The offline child lowercases and splits what it searches for: a secret that reached
+    # the child would slip past the redaction of its files in that form.
+    cfg = Config(memory=MemoryConfig(enable=True))
+    message = f"Remember that the aws key {AWS_ID} with secret {AWS_SECRET} is for staging."
+    async with turn_agent(cfg, paths) as (ed, _):
+        sid = await ed.start_session(paths.cwd)
+        assert await prompt(ed, sid, message) == "end_turn"
+    bundle = paths.sessions_dir / sid
+    written = [p.read_text().lower() for d in ("background", "subagents")
+               for p in (bundle / d).rglob("*") if p.is_file()]
+    assert any("memory_save" in text for text in written)  # the run did save
+    pieces = [AWS_ID, *AWS_SECRET.split("/")]
+    assert [p for p in pieces for text in written if p.lower() in text] == []

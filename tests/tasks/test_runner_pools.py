@@ -10,6 +10,7 @@ from tasks.procs import GRACE_S, Fifo, assert_gone
 
 from acp_memory.build import build_engine
 from acp_memory.config import Config, Paths
+from acp_memory.hooks.surface import Hooks
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.runtime.runner import SessionRunner
 from acp_memory.sessions.store import SessionStore
@@ -21,7 +22,7 @@ def runner_for(cfg: Config, paths: Paths) -> SessionRunner:
     def no_model(model_id: str) -> ModelHandle:
         raise AssertionError("no model call in these tests")
 
-    runner = SessionRunner(cfg, paths, build_engine(cfg), no_model)
+    runner = SessionRunner(cfg, paths, build_engine(cfg), no_model, hooks=Hooks(cfg))
     runner.kill_grace_seconds = GRACE_S
     return runner
 

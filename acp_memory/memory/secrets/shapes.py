@@ -39,6 +39,12 @@ _SHAPES: list[tuple[str, tuple[str, ...], str]] = [
     ("xai_key", ("xai-",), _word("xai-") + r"[A-Za-z0-9]{20,}+"),
     ("perplexity_key", ("pplx-",), _word("pplx-") + r"[A-Za-z0-9]{32,}+"),
     ("replicate_token", ("r8_",), _word("r8_") + r"[A-Za-z0-9]{30,}+"),
+    # A key pair: the 40-character secret that follows its key id on the same line, however
+    # it is introduced ("with secret …", "/", a table cell), never a hex digest such as a
+    # commit id; the id goes in the next pass.
+    ("aws_secret_key", _AWS_PREFIXES,
+     "(?:" + "|".join(_AWS_PREFIXES) + r")(?<!\w....)[A-Z0-9]{16}\b[^\n]{0,80}?"
+     r"(?<![A-Za-z0-9/+])(?![0-9a-f]{40})([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
     ("aws_access_key", _AWS_PREFIXES,
      "(?:" + "|".join(_AWS_PREFIXES) + r")(?<!\w....)[A-Z0-9]{16}\b"),
     ("azure_key", ("AccountKey=",), r"AccountKey=([A-Za-z0-9+/]{40,}+={0,2})"),
