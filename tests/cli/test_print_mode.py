@@ -20,7 +20,7 @@ import pytest
 from fakes.clock import FakeClock
 from fakes.openai_server import FakeOpenAI
 from fakes.script import error, stall, text
-from sessions.test_memory_run import MemoryRoutedOpenAI
+from runtime.test_memory_run import MemoryRoutedOpenAI
 from wire_schema import WireChecker, validate_memory_run
 
 from acp_memory.cli import build_parser, main

@@ -18,7 +18,7 @@ from engine.turnkit import (
 from fakes.openai_server import FakeOpenAI
 from fakes.script import call, text, tool_calls
 from harness import RecordingClient, in_process_agent
-from sessions.test_memory_run import (
+from runtime.test_memory_run import (
     REPORT,
     MemoryRoutedOpenAI,
     memory_config,

@@ -10,7 +10,7 @@ import anyio
 import pytest
 from acp import text_block
 from harness import subprocess_agent
-from sessions.test_memory_run import memory_updates
+from runtime.test_memory_run import memory_updates
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

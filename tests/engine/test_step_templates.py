@@ -20,7 +20,7 @@ from engine.turnkit import (
 )
 from fakes.openai_server import FakeOpenAI
 from fakes.script import call, text, tool_calls
-from sessions.test_memory_run import MemoryRoutedOpenAI, memory_config
+from runtime.test_memory_run import MemoryRoutedOpenAI, memory_config
 
 from acp_memory.config.models import MemoryConfig, PromptsConfig
 from acp_memory.engine.prompt import (

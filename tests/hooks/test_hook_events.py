@@ -21,7 +21,7 @@ from engine.turnkit import (
 from fakes.openai_server import FakeOpenAI
 from fakes.script import call, error, stall, text, tool_calls
 from hookkit import HookKit, group, hooks
-from sessions.test_memory_run import MemoryRoutedOpenAI, memory_config, memory_updates, task_dirs
+from runtime.test_memory_run import MemoryRoutedOpenAI, memory_config, memory_updates, task_dirs
 
 from acp_memory.config.models import Config, ToolsConfig
 from acp_memory.hooks.events import SessionHooks

@@ -11,7 +11,7 @@ import pytest
 from engine.turnkit import prompt, turn_agent
 from fakes.clock import FakeClock
 from fakes.script import Reply, error, text
-from sessions.test_memory_run import (
+from runtime.test_memory_run import (
     REPORT,
     MemoryRoutedOpenAI,
     memory_config,

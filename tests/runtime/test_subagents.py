@@ -6,7 +6,7 @@ import pytest
 from engine.turnkit import fake_config, prompt, stored_messages, turn_agent
 from fakes.openai_server import FakeOpenAI
 from fakes.script import call, error, text, tool_calls
-from sessions.test_memory_run import meta, task_log
+from runtime.test_memory_run import meta, task_log
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,7 @@ from engine.turnkit import (
 )
 from fakes.script import Reply, call, error, text, tool_calls
 from harness import Editor
-from sessions.test_memory_run import (
+from runtime.test_memory_run import (
     REPORT,
     MemoryRoutedOpenAI,
     SettleMemory,
