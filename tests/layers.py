@@ -37,7 +37,10 @@ def read_layers(architecture: str) -> list[list[str]]:
             items[-1] += " " + line.strip()
         elif items:
             break
-    return [NAME.findall(item) for item in items]
+    layers = [NAME.findall(item) for item in items]
+    if layers and not any("__init__" in names for names in layers):
+        layers[0].append("__init__")  # the package itself (its version): the bottom of all
+    return layers
 
 
 def node_of(package: Path, file: Path) -> str:
