@@ -240,7 +240,9 @@ def _main(args: argparse.Namespace) -> int:
     command = args.command or "acp"
     serving = command == "acp" and args.print_text is None
     if args.command is not None and args.print_text is not None:
-        return _usage_error(f"-p runs one turn on its own; it does not go with `{args.command}`")
+        return _usage_error(
+            f"-p runs one turn on its own; it does not go with `{args.command}`", args
+        )
     if problem := print_flags_without_p(args):
         return _usage_error(problem)
     problem = _cwd_problem(args.cwd) or _session_id_problem(getattr(args, "session_id", None))
@@ -369,5 +371,5 @@ def _run_notes(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
 def _log_to_file(paths: Paths) -> None:
     paths.logs_dir.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(paths.logs_dir / "acp-memory.log", encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter(SERVER_LOG_FORMAT))
     logging.getLogger().addHandler(handler)

@@ -26,6 +26,7 @@ from acp.client.connection import ClientSideConnection
 from acp_memory.config import Config, ConfigError, Paths, load_config, resolve_paths
 from acp_memory.config.loader import expand
 from acp_memory.config.models import OFFLINE_MODEL_ID
+from acp_memory.stderr import error
 from acp_memory.stdout import Stdout
 
 # The first line of the config the demo writes: a home that starts with it is the demo's own.
@@ -304,16 +305,15 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def _run_demo(args: argparse.Namespace) -> int:
     if args.config:
-        print(
-            "acp-memory: demo: --config is not used: the demo writes its own config in its "
-            "home (edit that one to try another model)",
-            file=sys.stderr,
+        error(
+            "demo: --config is not used: the demo writes its own config in its home (edit that "
+            "one to try another model)"
         )
         return 2
     try:
         demo = _prepare(args)
     except DemoError as exc:
-        print(f"acp-memory: demo: {exc}", file=sys.stderr)
+        error(f"demo: {exc}")
         return 2
     q = shlex.quote
     model = demo.cfg.default_model_id()
@@ -332,10 +332,10 @@ def _run_demo(args: argparse.Namespace) -> int:
     try:
         sessions = asyncio.run(_story(demo, client))
     except DemoError as exc:
-        print(f"acp-memory: demo: {exc}", file=sys.stderr)
+        error(f"demo: {exc}")
         return 1
     except (RequestError, ConnectionError) as exc:
-        print(f"acp-memory: demo: the agent stopped answering: {exc}", file=sys.stderr)
+        error(f"demo: the agent stopped answering: {exc}")
         return 1
     _print_runs(demo, client.runs)
     print("\n== look at it yourself:")

@@ -209,7 +209,7 @@ def _model_findings(cfg: Config, raw: Mapping[str, Any]) -> list[Finding]:
     for i, p in enumerate(cfg.providers):
         if p.type == "offline" or api_key(p):
             continue
-        unset = _unset_variables(raw, "providers", i, "api_key")
+        unset = _unset_key_variables(raw, i)
         if p.api_base and not unset:
             continue  # a server of one's own (llama.cpp, vLLM) may take no key at all
         hint = (
@@ -223,11 +223,12 @@ def _model_findings(cfg: Config, raw: Mapping[str, Any]) -> list[Finding]:
     return found
 
 
-def _unset_variables(raw: Mapping[str, Any], section: str, index: int, key: str) -> list[str]:
-    """The ${VAR} names in raw[section][index][key] that the environment leaves unset."""
-    items = raw.get(section)
+def _unset_key_variables(raw: Mapping[str, Any], index: int) -> list[str]:
+    """The ${VAR} names in the file's providers[index].api_key that the environment leaves
+    unset."""
+    items = raw.get("providers")
     item = items[index] if isinstance(items, list) and index < len(items) else None
-    value = item.get(key) if isinstance(item, Mapping) else None
+    value = item.get("api_key") if isinstance(item, Mapping) else None
     if not isinstance(value, str):
         return []
     return [name for name in VARIABLE.findall(value) if not os.environ.get(name)]

@@ -14,7 +14,7 @@ over keep-alive connections, with 1 and with 16 at once. Rows:
     continuing its own session (its transcript appended, session.json rewritten with fsync);
     once with memory off, once with memory on (a memory run per turn, which the turn waits
     for: a child bundle, its own turns on the offline model, a search of the notes);
-  - flat: `--flat` completions without X-Coddy-Session-ID (what OpenAI clients send: a new
+  - flat: `--flat` completions without X-Coddy-Session-Id (what OpenAI clients send: a new
     session each), 16 at once, with the server's descriptors and RSS when it started, at the
     start (past sessions.max_open, which it keeps open) and at the end (see bench/flat.py);
     the first session then still answers.
@@ -159,7 +159,7 @@ async def chat_sessions_for(client: httpx.AsyncClient, count: int) -> list[str]:
     sessions = []
     for _ in range(count):
         resp = ok(await client.post("/v1/chat/completions", json=chat_body("Hello")))
-        sessions.append(resp.headers["X-Coddy-Session-ID"])
+        sessions.append(resp.headers["X-Coddy-Session-Id"])
     return sessions
 
 
@@ -169,7 +169,7 @@ def chatting(
     """A chat completion of `text` by client `index`, continuing that client's session."""
 
     async def chat(index: int) -> None:
-        headers = {"X-Coddy-Session-ID": sessions[index]}
+        headers = {"X-Coddy-Session-Id": sessions[index]}
         ok(await client.post("/v1/chat/completions", json=chat_body(text), headers=headers))
 
     return chat
@@ -203,7 +203,7 @@ async def flat_chats(url: str, pid: int, completions: int) -> bool:
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
         started = usage(pid)
         first = ok(await client.post("/v1/chat/completions", json=chat_body("Hello")))
-        sid = first.headers["X-Coddy-Session-ID"]
+        sid = first.headers["X-Coddy-Session-Id"]
 
         async def new_session(_: int) -> None:
             ok(await client.post("/v1/chat/completions", json=chat_body("Hello")))

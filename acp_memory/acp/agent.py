@@ -154,7 +154,7 @@ class AcpAgent:
     async def _named_session(self, session_id: str) -> Session | None:
         """The session `--session-id` names, or None when no bundle has that id yet."""
         try:
-            return refuse_child(await self.table.get(session_id))
+            return refuse_child(self._on_a_listed_model(await self.table.get(session_id)))
         except SessionNotFound:
             if await anyio.Path(self.store.root / session_id).exists():
                 # A folder without its session.json: never written over.
@@ -209,10 +209,12 @@ class AcpAgent:
         return listing
 
     async def session(self, session_id: str) -> Session:
-        """A session of this process, loading its bundle on first use; one whose model the
-        config no longer lists goes on with the default model."""
+        """A session of this process, loading its bundle on first use."""
         with loading(session_id):
-            session = await self.table.get(session_id)
+            return self._on_a_listed_model(await self.table.get(session_id))
+
+    def _on_a_listed_model(self, session: Session) -> Session:
+        """`session`, going on with the default model when the config no longer lists its own."""
         record = session.record
         if not record.subagent_run and record.selected_model_id not in self.cfg.model_ids():
             # The selector offers only listed models: its current value must be one of them.

@@ -17,7 +17,7 @@ class Requester(Protocol):
 
 
 class AcpEditor:
-    """The Editor of tools/base.py over one connection, with what initialize advertised."""
+    """The Editor of editor.py over one connection, with what initialize advertised."""
 
     def __init__(self, peer: Requester, capabilities: Mapping[str, Any] | None = None) -> None:
         self.peer = peer

@@ -3,7 +3,6 @@ only it when its config failed to load."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp_memory import __version__
@@ -14,9 +13,10 @@ from acp_memory.acp.schema import (
     initialize_response,
 )
 from acp_memory.acp.wire import parse_params
+from acp_memory.jsonrpc.dispatch import Handler
 from acp_memory.jsonrpc.errors import INTERNAL_ERROR, RpcError
 
-Handlers = dict[str, Callable[[dict[str, Any]], Awaitable[Any]]]
+Handlers = dict[str, Handler]
 
 
 async def initialize(params: dict[str, Any]) -> dict[str, Any]:

@@ -10,10 +10,10 @@ import anyio
 
 from acp_memory.commands.base import CommandCall
 from acp_memory.memory.roots import Roots, is_note_name
-from acp_memory.runtime.memory_service import MEMORY_AGENT_NAME, final_message
+from acp_memory.runtime.memory_service import final_message, is_memory_run
 from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
 from acp_memory.tasks.log import read_file_tail
-from acp_memory.tasks.records import LOG_FILE, TaskRecord, format_seconds, task_dir
+from acp_memory.tasks.records import LOG_FILE, format_seconds, task_dir
 
 FATE_BYTES = 4096  # the end of a run's log, where its last line is
 
@@ -29,7 +29,7 @@ class MemoryStatus:
         if not runner.cfg.memory.enable:
             lines.append("Memory runs are off (memory.enable: false).")
         pool = runner.pool_for(session)
-        runs = [r for r in await pool.records(include_system=True) if _is_memory_run(r)]
+        runs = [r for r in await pool.records(include_system=True) if is_memory_run(r)]
         if not runs:
             lines.append("No memory run in this session yet.")
         else:
@@ -55,10 +55,6 @@ class MemoryStatus:
             count = await anyio.to_thread.run_sync(count_notes, root)
             lines.append(f"- {scope}: {count} note{'' if count == 1 else 's'} in {root}")
         return "\n".join(lines)
-
-
-def _is_memory_run(record: TaskRecord) -> bool:
-    return record.system and record.agent is not None and record.agent.name == MEMORY_AGENT_NAME
 
 
 def _report(child_dir: Path) -> str:

@@ -20,6 +20,7 @@ VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Bounds on a config file, so that a hostile one (a YAML alias bomb, a nesting of thousands)
 # is refused in one line rather than hanging or overflowing the stack of whoever reads it.
 MAX_CONFIG_BYTES = 1024 * 1024
+TOO_LARGE = "larger than 1 MiB; a config file is at most 1 MiB (1048576 bytes)"
 MAX_ALIASES = 100
 MAX_DEPTH = 50
 # With no config file, the first key found in the environment picks the provider and model.
@@ -118,6 +119,9 @@ def read_raw(path: Path) -> dict[str, Any] | None:
         return None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        # Before decoding: the cut may fall inside a character, which is no encoding error.
+        raise ConfigError(f"{path}: {TOO_LARGE}")
     try:
         return parse_raw(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -130,7 +134,7 @@ def parse_raw(text: str) -> dict[str, Any]:
     """The YAML mapping a config file's text holds ({} when it is empty), within the bounds
     on its size, aliases and depth."""
     if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
-        raise ConfigError("larger than 1 MiB; a config file is at most 1 MiB (1048576 bytes)")
+        raise ConfigError(TOO_LARGE)
     try:
         data = yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader, bounded
     except yaml.MarkedYAMLError as exc:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
 
 OFFLINE_MODEL_ID = "offline/default"
 
 
-def _false_is_off(value: Any) -> Any:
-    # YAML 1.1 reads a bare `off` (and `no`) as false: for a key whose values include "off",
-    # that is what the user wrote.
-    return "off" if value is False else value
+def _false_means(word: str) -> BeforeValidator:
+    # YAML 1.1 reads a bare `off` (and `no`) as false: for a key whose values include such a
+    # word, that is what the user wrote.
+    return BeforeValidator(lambda value: word if value is False else value)
 
 
 class Section(BaseModel):
@@ -94,7 +94,7 @@ class SubagentsConfig(Section):
 
 class AcpConfig(Section):
     memory_run_updates: Annotated[
-        Literal["session_update", "ext_notification", "off"], BeforeValidator(_false_is_off)
+        Literal["session_update", "ext_notification", "off"], _false_means("off")
     ] = "session_update"
 
 
@@ -141,12 +141,7 @@ class MemoryConfig(Section):
     index_max_roots: int = Field(default=16, ge=1)
     # `<cwd>/memory` linking outside the cwd (a cloned repository can ship such a link) is
     # refused unless allowed; YAML's `false` means refuse.
-    project_root_symlinks: Literal["refuse", "allow"] = "refuse"
-
-    @field_validator("project_root_symlinks", mode="before")
-    @classmethod
-    def _false_refuses(cls, value: object) -> object:
-        return "refuse" if value is False else value
+    project_root_symlinks: Annotated[Literal["refuse", "allow"], _false_means("refuse")] = "refuse"
 
 
 class HookCommand(Section):

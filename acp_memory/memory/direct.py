@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from acp_memory.config import Config, Paths
-from acp_memory.memory.roots import NOTE_SUFFIXES, Roots
+from acp_memory.memory.roots import NOTE_SUFFIXES, Roots, scope_name
 from acp_memory.memory.store import MemoryStore, NoteError
 from acp_memory.memory.tools import format_save, run_note_work
 from acp_memory.tools.base import ToolContext, ToolKind, ToolResult
 
 TOOL_NAME = "memory"
-# The tool's scope names (input also takes the store's `project`), and the store's.
-STORE_SCOPE = {"workspace": "project", "global": "global", "project": "project"}
+# The tool's scope names; input also takes the store's `project` (roots.scope_name maps them).
+TOOL_SCOPES = ("workspace", "global", "project")
 TOOL_SCOPE = {"project": "workspace", "global": "global"}  # how results name a store scope
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -74,7 +74,7 @@ class DirectMemoryTool:
             "properties": {
                 "scope": {
                     "type": "string",
-                    "enum": list(STORE_SCOPE),
+                    "enum": list(TOOL_SCOPES),
                     "description": "workspace (this project) or global (every project)",
                 },
                 "path": {"type": "string", "description": "file name, e.g. conventions.md"},
@@ -99,7 +99,7 @@ class DirectMemoryTool:
 
     def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[str]:
         roots = Roots.from_config(self.cfg, self.paths, ctx.cwd)
-        root = roots.root_of(STORE_SCOPE[str(args["scope"])])
+        root = roots.root_of(scope_name(str(args["scope"])))
         return [str(root / note_name(str(args["path"])))]
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
@@ -115,8 +115,9 @@ class DirectMemoryTool:
             raise NoteError('give either content (to save) or delete: "true", not both')
         if not delete and content is None:
             raise NoteError('give content to save the note, or delete: "true" to delete it')
-        target = f"{STORE_SCOPE[scope]}:{name}"
-        shown = f"{TOOL_SCOPE[STORE_SCOPE[scope]]}:{name}"
+        store_scope = scope_name(scope)
+        target = f"{store_scope}:{name}"
+        shown = f"{TOOL_SCOPE[store_scope]}:{name}"
         with MemoryStore.from_config(self.cfg, self.paths, cwd) as store:
             try:
                 if delete:

@@ -13,7 +13,7 @@ from acp_memory.clock import Clock
 from acp_memory.memory.tools import came_back_empty
 from acp_memory.printmode.console import Console, RunOutcome
 from acp_memory.printmode.output import Output
-from acp_memory.runtime.memory_agent import NO_HITS
+from acp_memory.runtime.memory_agent import NO_HITS, READ_TOOLS
 from acp_memory.runtime.memory_run import finished_update
 from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
@@ -25,7 +25,6 @@ EXIT_NOTICE_SECONDS = 15.0
 SETTLE_GRACE_SECONDS = 10.0
 # The memory tools that change the notes (a folder alone changes nothing anyone reads).
 CHANGING_TOOLS = frozenset({"memory_save", "memory_delete"})
-LOOKING_TOOLS = frozenset({"memory_search", "memory_list", "memory_read"})
 
 
 class RunTask(Protocol):
@@ -49,7 +48,7 @@ def changed_notes(messages: Sequence[TranscriptMessage]) -> bool:
 def found_nothing(messages: Sequence[TranscriptMessage]) -> bool:
     """Whether a memory run looked for notes and every look came back empty (no match, an
     empty folder, a note that is not there or a root refused)."""
-    looks = [m for m in messages if m.role == "tool" and m.name in LOOKING_TOOLS]
+    looks = [m for m in messages if m.role == "tool" and m.name in READ_TOOLS]
     return bool(looks) and all(m.is_error or came_back_empty(m.content) for m in looks)
 
 

@@ -7,6 +7,7 @@ import json
 from typing import Any, Protocol, TextIO
 
 from acp_memory.engine.events import TurnEvent
+from acp_memory.llm.usage import UsageMeter
 from acp_memory.printmode.options import OutputFormat
 from acp_memory.stdout import Stdout
 
@@ -129,7 +130,7 @@ def result_object(
         "result": result,
         "stopReason": stop_reason,
         "sessionId": session_id,
-        "usage": usage if usage is not None else {"inputTokens": 0, "outputTokens": 0},
+        "usage": usage if usage is not None else UsageMeter().as_json(),  # no call made
         "memory": memory,
         "is_error": exit_code != 0,
         "error": error,

@@ -29,13 +29,15 @@ from acp_memory.llm.registry import ModelHandle
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.redact import RedactedStream, redact_json, redact_text
 from acp_memory.memory.store import MemoryStore
+from acp_memory.oserror import os_error_text
 from acp_memory.runtime.memory_agent import MemoryLaunch
-from acp_memory.runtime.subagents import first_line, run_child_turn
+from acp_memory.runtime.subagents import log_line, run_child_turn
 from acp_memory.sessions.model import new_session_id
 from acp_memory.sessions.store import Session
 from acp_memory.tasks.admission import PoolRefused
 from acp_memory.tasks.log import TaskLog
 from acp_memory.tasks.pool import TaskPool
+from acp_memory.tasks.records import TaskRecord
 from acp_memory.tasks.task import Task, TaskFailed
 from acp_memory.tools.registry import ToolRegistry
 
@@ -191,26 +193,27 @@ class MemoryService:
                 child = await anyio.to_thread.run_sync(create)
             except OSError as exc:
                 store.close()
-                raise TaskFailed(f"cannot create the child session: {exc}") from None
+                raise TaskFailed(f"cannot create the child session: {os_error_text(exc)}") from None
             try:
                 return await self._run_child(child, launch, task.log)
             finally:
                 child.close()
                 store.close()
 
+        # Every file of the run (log, record, the child's bundle) is redacted as a note is:
+        # the HTTP API and the Tasks drawer serve them. The label is cut as a log line is:
+        # redacted first, so that no secret is kept in part.
+        task_log = pool.new_log(RedactedStream())
         try:
-            # Every file of the run (log, record, the child's bundle) is redacted as a note
-            # is: the HTTP API and the Tasks drawer serve them. The label is redacted before
-            # it is cut, so that no secret is kept in part.
             task = await pool.start_agent(
-                label=f"memory: {first_line(redact_text(first_line(text, 1000)))}",
+                label=f"memory: {log_line(task_log, text)}",
                 agent_name=MEMORY_AGENT_NAME,
                 child_session_id=child_id,
                 body=body,
                 system=True,
                 timeout_seconds=cfg.memory.timeout_seconds,
                 on_finish=on_finish,
-                log=pool.new_log(RedactedStream()),
+                log=task_log,
                 redact=redact_text,
             )
         except PoolRefused:
@@ -260,14 +263,7 @@ class MemoryService:
         except OSError as exc:
             log.warning("cannot list the memory runs of %s: %s", session.id, exc)
             return
-        finished = [
-            r
-            for r in records
-            if r.system
-            and r.agent is not None
-            and r.agent.name == MEMORY_AGENT_NAME
-            and r.status not in ("queued", "running")
-        ]
+        finished = [r for r in records if is_memory_run(r) and r.finished]
         for record in finished[: max(len(finished) - keep, 0)]:
             try:
                 await pool.remove(record.id)
@@ -316,6 +312,11 @@ class MemoryService:
         if self._indexes is not None:
             self._indexes.close()
             self._indexes = None
+
+
+def is_memory_run(record: TaskRecord) -> bool:
+    """Whether record is a memory run's (a system task of the memory agent)."""
+    return record.system and record.agent is not None and record.agent.name == MEMORY_AGENT_NAME
 
 
 def final_message(child: Session) -> str:

@@ -1,4 +1,5 @@
-"""Running user turns of sessions, for every surface: the ACP agent and print mode alike.
+"""Running user turns of sessions, for every surface: the ACP agent, the HTTP server and print
+mode alike.
 
 The runner owns what outlives a single prompt: the task group that background work of every
 session belongs to (closed when the surface stops), and the services each session's tools get.

@@ -29,6 +29,7 @@ from acp_memory.hooks.events import Subagent
 from acp_memory.llm import types
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.types import LLMError, status_phrase
+from acp_memory.oserror import os_error_text
 from acp_memory.sessions.store import Session
 from acp_memory.tasks.admission import PoolRefused
 from acp_memory.tasks.log import TaskLog
@@ -112,7 +113,7 @@ class Subagents:
         try:
             child = await anyio.to_thread.run_sync(create)
         except OSError as exc:
-            raise ToolError(f"cannot create the child session: {exc}") from None
+            raise ToolError(f"cannot create the child session: {os_error_text(exc)}") from None
 
         async def body(task: Task) -> str:
             child.record.subagent_task_id = task.id  # the child's bundle names its task

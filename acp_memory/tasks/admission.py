@@ -113,15 +113,6 @@ class Admission:
             raise PoolRefused(full)
         return full
 
-    def refusal(
-        self, *, system: bool = False, kind: Kind = "command", kind_limit: int | None = None
-    ) -> str | None:
-        """Why a task like this would be refused now, or None when it would be admitted."""
-        try:
-            return self.check(system=system, kind=kind, kind_limit=kind_limit, queue=True)
-        except PoolRefused as exc:
-            return str(exc)
-
     async def reserve(
         self,
         record: TaskRecord,

@@ -220,10 +220,9 @@ def read_task(bundle: Path, task_id: str) -> TaskRecord | None:
 
 def read_tasks(bundle: Path, skip: Collection[str]) -> tuple[set[str], list[TaskRecord]]:
     """The task folders in the bundle, and the records of those not in skip as a reader
-    should see them, oldest first; blocking."""
+    should see them (in no order: the pool sorts them with its own); blocking."""
     names = task_names(bundle)
     records = [r for name in names if name not in skip and (r := read_task(bundle, name))]
-    records.sort(key=lambda r: task_number(r.id) or 0)
     return set(names), records
 
 

@@ -52,9 +52,10 @@ async def test_the_connections_timer_lets_an_idle_session_go(paths: Paths):
     table = agent.table
     table.clock = clock = FakeClock()
     released = anyio.Event()
+    close_pool = table.on_release  # what the runner wired: kept, only watched
 
     def on_release(session_id: str) -> None:
-        agent.runner.close_pool(session_id)
+        close_pool(session_id)
         released.set()
 
     table.on_release = on_release

@@ -7,8 +7,10 @@ import pytest
 from acp import RequestError
 from harness import in_process_agent
 
+from acp_memory.acp.server import build_agent
 from acp_memory.config import load_config
 from acp_memory.config.models import Config, ModelConfig, ProviderConfig
+from acp_memory.llm.registry import ProviderHub
 
 pytestmark = pytest.mark.anyio
 
@@ -119,6 +121,20 @@ async def test_a_session_whose_saved_model_is_no_longer_listed_goes_on_with_the_
         await ed.conn.set_config_option(config_id="mode", session_id=sid, value="ask")
     record = json.loads((paths.sessions_dir / sid / "session.json").read_text())
     assert record["selectedModelId"] == "local/small"
+
+
+async def test_a_session_id_flag_opening_a_session_whose_model_is_unlisted_shows_the_default(
+    paths,
+):
+    async with in_process_agent(Config(), paths) as ed:
+        sid = await ed.start_session(paths.cwd)  # on the offline model
+    cfg = Config(providers=[LOCAL], models=[ModelConfig(model="local/small")])
+    agent = build_agent(cfg, paths, ProviderHub(cfg), first_session_id=sid)
+    async with in_process_agent(cfg, paths, agent) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        resp = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+    model = _option(resp.config_options, "model")
+    assert (resp.session_id, model.current_value) == (sid, "local/small")
 
 
 async def test_with_no_config_file_the_first_session_says_which_model_it_runs_on(

@@ -120,11 +120,11 @@ def test_print_mode_answers_on_stdout_and_logs_on_stderr(tmp_path):
     assert done.returncode == 0
     assert "hello print mode" in done.stdout and "offline model" in done.stdout
     assert done.stdout.endswith("\n")
-    # A config-less run says which model it picked, has memory on: its console line, then
-    # the session.
+    # A config-less run says which model it picked, has memory on: its console line (an
+    # empty home has no note to recall), then the session.
     line = (
         r"acp-memory: no config file at [^\n]+: sessions run on offline/default \([^\n]+\)\n"
-        r"memory: \w+ [^\n]*in \d+\.\ds \(task bg_1\)\n\[end_turn\] session sess_\w+\n"
+        r"memory: nothing found in \d+\.\ds \(task bg_1\)\n\[end_turn\] session sess_\w+\n"
     )
     assert re.fullmatch(line, done.stderr), done.stderr
 

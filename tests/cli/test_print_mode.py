@@ -325,6 +325,8 @@ async def _failing(case: str, fmt: str, home: Path, project: Path) -> Done:
         args += ("--resume", "sess_0123456789abcdef01234567")
     elif case == "a missing --cwd":
         args += ("--cwd", str(project / "gone"))  # the last --cwd is the one taken
+    elif case == "-p with a command":
+        args += ("doctor",)
     prompt = " " if case == "an empty prompt" else "hi"
     return await print_mode("-p", prompt, *args, home=home, cwd=project)
 
@@ -340,6 +342,7 @@ async def _failing(case: str, fmt: str, home: Path, project: Path) -> Done:
         ("a bad config", 2),
         ("no such session", 2),
         ("a missing --cwd", 2),
+        ("-p with a command", 2),
         ("an empty prompt", 2),
     ],
 )

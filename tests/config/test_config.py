@@ -450,3 +450,9 @@ def test_a_file_over_1_mib_is_refused_in_one_line(tmp_path):
         "config.yaml: larger than 1 MiB; a config file is at most 1 MiB (1048576 bytes)"
     )
     load_config(_paths(tmp_path, "#" * (MAX_CONFIG_BYTES - 1) + "\n"))
+
+
+def test_a_file_over_1_mib_whose_bound_cuts_a_character_is_refused_as_too_large(tmp_path):
+    # The bound falls inside a two-byte character: the file is too large, not badly encoded.
+    with pytest.raises(ConfigError, match=r"config\.yaml: larger than 1 MiB"):
+        load_config(_paths(tmp_path, "# " + "é" * (MAX_CONFIG_BYTES // 2) + "\n"))

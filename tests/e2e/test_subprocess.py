@@ -201,6 +201,8 @@ async def test_a_bad_config_answers_initialize_then_names_the_problem_on_session
         with pytest.raises(RequestError) as err:
             await ed.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
     assert "agent.max_turns" in str(err.value) and str(home / "config.yaml") in str(err.value)
+    (said,) = ed.stderr.decode().splitlines()  # one line, the one the editor shows
+    assert said == f"acp-memory: {err.value.args[0]}"
 
 
 async def test_unknown_config_keys_are_logged_as_a_warning_at_start(tmp_path):

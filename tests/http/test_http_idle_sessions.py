@@ -19,7 +19,7 @@ from acp_memory.sessions.lock import BundleLock
 
 pytestmark = pytest.mark.anyio
 
-SESSION_HEADER = "X-Coddy-Session-ID"
+SESSION_HEADER = "X-Coddy-Session-Id"
 
 
 def open_descriptors() -> int:

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from acp_memory.memory.index import sync as index_sync
+from acp_memory.memory.index.query import Candidate, Ranked
 from acp_memory.memory.index.schema import db_path_for
 from acp_memory.memory.search import SNIPPET_CHARS
 from acp_memory.memory.store import MemoryStore
+from acp_memory.text.analyze import Query
 
 
 def paths(store: MemoryStore, query: str, scope: str = "both", limit: int = 8) -> list[str]:
@@ -109,6 +111,23 @@ def test_a_search_cut_by_the_limit_counts_every_match_of_the_answering_tier(
     assert store.search("ripe pear", "global", 8).total == 3
     assert store.search("ripe pear", "global", 1).total == 3
     assert store.search("walnut", "both", 1).total == 0
+
+
+def test_a_note_deleted_after_the_index_answered_is_neither_shown_nor_counted(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("pear", "pear tree"):
+        store.save(name, "ripe pear", "global")
+    candidates = store.indexes.candidates
+
+    def then_one_is_deleted(root: Path, query: Query, limit: int) -> Ranked[Candidate]:
+        found = candidates(root, query, limit)
+        (root / "pear.md").unlink()  # between the index's answer and the read of the note
+        return found
+
+    monkeypatch.setattr(store.indexes, "candidates", then_one_is_deleted)
+    hits = store.search("ripe pear", "global", 8)
+    assert ([h.path for h in hits], hits.total) == (["global:pear-tree.md"], 1)
 
 
 @pytest.mark.parametrize("notify", [True, False], ids=["inotify", "walk-only"])

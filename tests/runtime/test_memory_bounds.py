@@ -27,6 +27,9 @@ async def test_a_full_process_bound_gives_the_session_token_back():
     assert bounds.admit("s", first) is None
     assert bounds.admit("t", second) == "memory runs in flight for this process: 1 of 1"
     assert bounds.in_flight("t") == 0 and bounds.in_flight() == 1
+    # A session with a run in flight too: the token its own bound gave is given back.
+    assert bounds.admit("s", second) == "memory runs in flight for this process: 1 of 1"
+    assert bounds.in_flight("s") == 1
     bounds.release("s", first)
     bounds.release("s", first)  # given back once: a second release changes nothing
     assert bounds.in_flight() == 0 and bounds.admit("t", second) is None

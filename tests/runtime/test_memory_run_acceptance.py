@@ -546,6 +546,8 @@ async def test_a_run_whose_child_bundle_cannot_be_made_fails_and_the_turn_answer
     finished = updates[-1]
     assert finished["taskStatus"] == "failed" and finished["delivered"] is False
     assert finished["reason"].startswith("cannot create the child session: ")
+    # One line naming the folder, never an exception's repr.
+    assert "subagents" in finished["reason"] and "[Errno" not in finished["reason"]
     assert meta(paths, sid, "bg_1")["status"] == "failed" and server.child_requests == []
 
 

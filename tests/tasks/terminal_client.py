@@ -119,7 +119,7 @@ class Terminals:
 
 
 class LocalTerminals(Terminals):
-    """The Editor protocol with terminals only (tools/base.py)."""
+    """The Editor protocol with terminals only (acp_memory/editor.py)."""
 
     can_read_files = False
     can_write_files = False
