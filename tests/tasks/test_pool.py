@@ -458,6 +458,26 @@ async def test_a_task_whose_record_cannot_be_written_is_refused_and_holds_no_slo
         assert await pool.records() == []
 
 
+async def test_a_task_whose_record_fails_after_its_id_was_claimed_frees_its_slot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    write = task_module.write_json_atomic
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    async with pool_in(tmp_path, max_concurrent=1) as pool:
+        monkeypatch.setattr(task_module, "write_json_atomic", full_disk)
+        with pytest.raises(PoolRefused, match="No space left on device"):
+            await pool.start_command("true", tmp_path)
+        monkeypatch.setattr(task_module, "write_json_atomic", write)
+        assert not pool.busy
+        # The one slot is free again: the next task is admitted (and takes the next id).
+        task = await pool.start_command("true", tmp_path)
+        await pool.wait(task, 10)
+        assert task.record.status == "succeeded"
+
+
 async def test_a_finished_task_can_be_removed_with_its_files_and_ids_keep_counting(
     tmp_path: Path,
 ):
