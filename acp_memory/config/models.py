@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
 
@@ -98,10 +98,18 @@ class AcpConfig(Section):
     ] = "session_update"
 
 
+def _level_name(value: Any) -> Any:
+    # As --log-level reads it (cli.py, before pydantic is imported): any case, `warn` too.
+    if not isinstance(value, str):
+        return value
+    level = value.lower()
+    return "warning" if level == "warn" else level
+
+
 class LoggingConfig(Section):
     level: Annotated[
         Literal["debug", "info", "warning", "error"],
-        BeforeValidator(lambda v: "warning" if isinstance(v, str) and v.lower() == "warn" else v),
+        BeforeValidator(_level_name),
     ] = "info"
     to_file: bool = False
 

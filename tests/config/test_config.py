@@ -361,6 +361,12 @@ def test_off_and_warn_are_read_as_the_user_meant_them(tmp_path):
     assert (cfg.acp.memory_run_updates, cfg.logging.level) == ("off", "warning")
 
 
+@pytest.mark.parametrize(("written", "level"), [("WARN", "warning"), ("Info", "info")])
+def test_the_log_level_in_the_config_takes_any_case_as_the_flag_does(tmp_path, written, level):
+    cfg = load_config(_paths(tmp_path, f"logging: {{level: {written}}}\n"))
+    assert cfg.logging.level == level
+
+
 # -- bounds: size, aliases, depth ---------------------------------------------------------
 
 
