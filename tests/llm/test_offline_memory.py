@@ -101,14 +101,17 @@ async def test_nothing_on_disk_is_exactly_no_memory_hits_after_a_listing(child) 
     assert run.calls() == ["memory_search", "memory_list"]
 
 
-async def test_a_recall_follows_scope_links_inside_the_notes_it_opens(child, store) -> None:
-    store.write("project:deploy.md", "Deploys follow [the runbook](project:ops/runbook.md).\n")
+@pytest.mark.parametrize("scope", ["project", "workspace"])
+async def test_a_recall_follows_scope_links_inside_the_notes_it_opens(
+    child, store, scope
+) -> None:
+    store.write("project:deploy.md", f"Deploys follow [the runbook]({scope}:ops/runbook.md).\n")
     store.write("project:ops/runbook.md", "Run make release from the main branch.\n")
     run = await child("How do we deploy?")
     assert run.calls() == ["memory_search", "memory_read", "memory_read"]
     assert "- Deploys follow the runbook." in run.report
     assert "- Run make release from the main branch." in run.report
-    assert "ops" not in run.report and "project:" not in run.report
+    assert "ops" not in run.report and f"{scope}:" not in run.report
 
 
 async def test_remember_saves_the_sentence_to_the_global_root(child, paths, store) -> None:

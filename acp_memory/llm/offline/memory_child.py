@@ -40,7 +40,10 @@ _EXTRA_STOPWORDS = frozenset(
 _HIT = re.compile(r"^\[\d+\] (?P<path>.+) \(score [-+0-9.e]+\)$", re.MULTILINE)
 _LISTED_NOTE = re.compile(r"^\s+note\s+(?P<path>.+?)\s{2}\d+ bytes", re.MULTILINE)
 _LISTED_FOLDER = re.compile(r"^\s+folder\s+(?P<path>.+?)/\s{2}modified", re.MULTILINE)
-_LINK = re.compile(r"(?<![\w/])(?:global|project):[^\s()\[\]<>\"'`]+?\.(?:md|txt)(?!\w)")
+# `workspace:` is the project root under the name HTTP and the inline tool use.
+_LINK = re.compile(
+    r"(?<![\w/])(?:global|project|workspace):[^\s()\[\]<>\"'`]+?\.(?:md|txt)(?!\w)"
+)
 _MD_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]*)\)")
 _NOTE_NAME = re.compile(r"\S+\.(?:md|txt)\b", re.IGNORECASE)
 _BULLET = re.compile(r"^(?:[-*+>]|\d+[.)])\s+")
