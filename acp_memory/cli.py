@@ -199,6 +199,9 @@ def setup_logging(level: str, *, plain: bool = False) -> None:
         stream=sys.stderr,
         format="acp-memory: %(message)s" if plain else SERVER_LOG_FORMAT,
     )
+    if plain and level.lower() != "debug":
+        # httpx says every request at info: `notes index` would print a line per batch.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def load(args: argparse.Namespace) -> tuple[Config, Paths]:

@@ -1,6 +1,7 @@
 """`acp-memory doctor`: checks the config and the environment and prints what it finds.
 
-With --online it also makes one tiny call to every configured provider.
+With --online it also makes one tiny call to every configured provider, and asks for one
+embedding when memory.embeddings names a model.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ def check(
         findings.append(Finding("ok", f"config {paths.config_file} parsed"))
         findings += [Finding("warning", f"unknown key {key}") for key in unknown_keys(cfg)]
     findings += _model_findings(cfg, raw or {})
+    findings += _embeddings_findings(cfg)
     if raw is not None and not cfg.memory.enable:
         findings.append(
             Finding(
@@ -127,10 +129,33 @@ async def online_findings(cfg: Config) -> list[Finding]:
         async def probe(index: int, provider: ProviderConfig) -> None:
             found[index] = await _provider_finding(cfg, provider, client)
 
+        async def embed() -> None:
+            if (finding := await _embeddings_probe(cfg)) is not None:
+                found[len(cfg.providers)] = finding
+
         # All at once: an unreachable provider may take the whole timeout.
         for index, provider in enumerate(cfg.providers):
             tg.start_soon(probe, index, provider)
-    return [found[index] for index in range(len(cfg.providers))]
+        tg.start_soon(embed)
+    return [found[index] for index in sorted(found)]
+
+
+async def _embeddings_probe(cfg: Config) -> Finding | None:
+    """One tiny embedding from memory.embeddings.model, when one is set that can be asked."""
+    from acp_memory.llm.embeddings import EmbeddingsUnavailable, embeddings_for
+
+    embeddings = embeddings_for(cfg)
+    if embeddings is None or embeddings.problem:
+        return None  # off, or already an error without the network
+    try:
+        vectors = await embeddings.embed_batch(["acp-memory doctor"])
+    except EmbeddingsUnavailable as exc:
+        return Finding("error", f"memory.embeddings: {exc}")
+    return Finding(
+        "ok",
+        f"memory.embeddings: {embeddings.url} embedded a probe "
+        f"({embeddings.settings.model}, {len(vectors[0])} dimensions)",
+    )
 
 
 async def _provider_finding(
@@ -141,6 +166,9 @@ async def _provider_finding(
         return Finding("ok", f"{name} is the built-in offline model: no network check needed")
     model = _model_of(cfg, provider.name)
     if model is None:
+        if cfg.memory.embeddings.model.partition("/")[0] == provider.name:
+            only = "serves memory.embeddings only: not asked for a completion"
+            return Finding("ok", f"{name} {only}")
         return Finding("warning", f"{name} not checked online: no configured model uses it")
     key = api_key(provider)
     if not key and not provider.api_base:
@@ -221,6 +249,20 @@ def _model_findings(cfg: Config, raw: Mapping[str, Any]) -> list[Finding]:
         level: Level = "error" if p.name in used else "warning"
         found.append(Finding(level, f"provider {p.name!r} has no key: {hint}"))
     return found
+
+
+def _embeddings_findings(cfg: Config) -> list[Finding]:
+    """Whether memory.embeddings.model can be served, as a search would find out."""
+    if not cfg.memory.embeddings.model:
+        return []  # off; and a plain doctor run stays off the network stack
+    from acp_memory.llm.embeddings import embeddings_for
+
+    embeddings = embeddings_for(cfg)
+    assert embeddings is not None  # a model is named
+    if embeddings.problem:
+        # Searches go on by words alone, but recall by meaning never works.
+        return [Finding("error", f"memory.embeddings.model: {embeddings.problem}")]
+    return [Finding("ok", f"memory.embeddings: {embeddings.key} from {embeddings.url}")]
 
 
 def _unset_key_variables(raw: Mapping[str, Any], index: int) -> list[str]:

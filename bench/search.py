@@ -1,180 +1,48 @@
-"""Search at scale: index build, warm and after-edit latency against ripgrep, and ranking quality.
+"""Search at scale: the index build, the direct scan, warm and after-edit searches against
+ripgrep, the agent's memory, and ranking quality; with --embeddings, the fused search too.
 
-Run: .venv/bin/python bench/search.py [--notes 10000] [--keep DIR] [--watchers]
-Prints every figure beside a baseline measured in the same run (ripgrep for speed, the seed's
-plain word-overlap ranking for quality). --watchers instead compares the index's change
-notification (inotify, read directly) with the watchfiles library on the same corpus: searches
-with and without a hand edit just before, whether the edit was seen, descriptors and threads
-per root. Run it once more beside a few busy loops (`python -c 'while True: pass' &`) to see
-what a loaded machine does to a watcher that runs on a thread of its own.
+Run: .venv/bin/python bench/search.py [--notes 10000] [--keep DIR]
+         [--embeddings URL MODEL | --embeddings hash] [--dimensions N]
+URL is an OpenAI-compatible base (http://localhost:11434/v1 for Ollama, say) and MODEL its
+embedding model; `hash` starts bench/hash_embeddings.py, a loopback server of meaningless
+hashed vectors, to time the fused path with no model at hand. With --notes above 10,000 a
+10,000-note corpus is indexed in the same run too, for the ratio of the two builds. Every index
+is measured in a child process of its own, so its RSS is what an agent holding it would use.
+Figures stand beside baselines of the same run: `rg -i -F` over the same files for speed, the
+seed's plain word overlap for quality.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import re
+import json
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from random import Random
 from typing import Any
 
-from acp_memory.memory.index import sync as index_sync
-from acp_memory.memory.roots import Roots
-from acp_memory.memory.store import MemoryStore
-from acp_memory.memory.watch import Changes, Watcher
+from search_corpus import (
+    HITS,
+    Corpus,
+    build_corpus,
+    overlap_ranking,
+    p95,
+    quality,
+    timed,
+)
 
-HITS = 8
-
-# Concepts with several surface forms; notes and queries use different forms of the same words.
-EN = [
-    "deploy deploys deployed deploying deployment", "rotate rotates rotated rotating rotation",
-    "key keys", "server servers", "database databases", "backup backups backed backing",
-    "migrate migrates migrated migrating migration", "cluster clusters clustered",
-    "schedule schedules scheduled scheduling", "invoice invoices invoiced",
-    "customer customers", "report reports reported reporting", "meeting meetings",
-    "release releases released releasing", "test tests tested testing",
-    "cache caches cached caching", "queue queues queued queuing", "token tokens",
-    "budget budgets budgeted", "vendor vendors", "contract contracts contracted",
-    "network networks networking", "printer printers printing", "garden gardens gardening",
-    "recipe recipes", "travel travels travelled traveling", "flight flights",
-    "doctor doctors", "payment payments", "license licenses licensed licensing",
-    "monitor monitors monitored monitoring", "alert alerts alerted alerting",
-    "upgrade upgrades upgraded upgrading", "install installs installed installing",
-    "compile compiles compiled compiling", "bicycle bicycles", "library libraries",
-    "holiday holidays", "password passwords", "certificate certificates",
-]
-RU = [
-    "кошка кошки кошку кошкой кошками", "собака собаки собаку собакой собаками",
-    "сервер сервера серверу сервером серверами", "отчёт отчёта отчёту отчётом отчёты",
-    "встреча встречи встречу встречей встречами", "ключ ключа ключу ключом ключи",
-    "база базы базу базой базами", "договор договора договору договором договоры",
-    "поездка поездки поездку поездкой поездками", "книга книги книгу книгой книгами",
-    "машина машины машину машиной машинами", "праздник праздника празднику праздником",
-    "бюджет бюджета бюджету бюджетом", "клиент клиента клиенту клиентом клиенты",
-    "релиз релиза релизу релизом релизы", "тест теста тесту тестом тесты",
-    "расписание расписания расписанию расписанием", "оплата оплаты оплату оплатой",
-    "сеть сети сетью сетями", "сад сада саду садом сады", "рецепт рецепта рецепту рецептом",
-    "врач врача врачу врачом врачи", "лицензия лицензии лицензию лицензией",
-    "обновление обновления обновлению обновлением", "установка установки установку",
-    "библиотека библиотеки библиотеку библиотекой", "велосипед велосипеда велосипедом",
-    "пароль пароля паролю паролем пароли", "сертификат сертификата сертификатом",
-    "очередь очереди очередью очередями",
-]
-CONCEPTS = [c.split() for c in EN + RU]
-
-
-@dataclass
-class Corpus:
-    root: Path
-    queries: list[str]
-    relevant: list[str]  # the rel path each query is labelled with
-
-
-def _filler(rng: Random, cyrillic: bool) -> list[str]:
-    letters = "абвгдежзиклмнопрстуфхцчшэюя" if cyrillic else "abcdefghijklmnopqrstuvwxyz"
-    return ["".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(15000)]
-
-
-def build_corpus(root: Path, notes: int, seed: int = 7) -> Corpus:
-    """A deterministic corpus of mixed English and Russian notes with labelled facts."""
-    rng = Random(seed)
-    vocab = {False: _filler(rng, False), True: _filler(rng, True)}
-    weights = [1 / (r + 1) for r in range(15000)]  # Zipf-like word frequencies
-    en_ids = range(len(EN))
-    ru_ids = range(len(EN), len(CONCEPTS))
-    used: set[tuple[int, ...]] = set()
-    queries: list[str] = []
-    relevant: list[str] = []
-    for i in range(notes):
-        russian = i % 2 == 1
-        pool = ru_ids if russian else en_ids
-        while True:
-            triple = tuple(sorted(rng.sample(pool, 4)))  # C(30, 4) > 5000 notes
-            if triple not in used:
-                used.add(triple)
-                break
-        forms = [rng.randrange(len(CONCEPTS[c])) for c in triple]
-        fact = " ".join(CONCEPTS[c][f] for c, f in zip(triple, forms, strict=True))
-        ident = ""
-        kind = i % 10
-        if kind == 0:
-            ident = f"MEMFRUIT_{i:04X}"
-        elif kind == 5:
-            ident = f"{CONCEPTS[triple[0]][0]}_{vocab[False][i % 15000]}_{i}_handler"
-        words = rng.choices(vocab[russian], weights, k=380 if russian else 450)
-        cut = rng.randrange(len(words))
-        words[cut:cut] = [fact + ".", ident]
-        rel = f"topic{i % 97:02d}/note-{i:05d}.md"
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"# Note {i}\n\n" + " ".join(words) + "\n", encoding="utf-8")
-        if len(queries) < 200 and rng.random() < 0.05:
-            if ident and kind == 0:
-                q = ident if len(queries) % 2 else ident.replace("_", " ").lower()
-            elif ident:
-                q = " ".join(ident.split("_")[1:3])  # by its parts
-            elif rng.random() < 0.3:  # the same word forms: the baseline's best case
-                q = fact
-            else:
-                other = [(f + 1 + rng.randrange(len(CONCEPTS[c]) - 1)) % len(CONCEPTS[c])
-                         for c, f in zip(triple, forms, strict=True)]
-                q = " ".join(CONCEPTS[c][f] for c, f in zip(triple, other, strict=True))
-            queries.append(q)
-            relevant.append(rel)
-    return Corpus(root, queries, relevant)
-
-
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return (time.perf_counter() - start) * 1000
-
-
-def p95(values: list[float]) -> float:
-    return sorted(values)[max(0, round(len(values) * 0.95) - 1)]
-
-
-def overlap_ranking(corpus: Corpus) -> list[list[str]]:
-    """The seed's ranking: distinct query words present in the note's path plus body."""
-    word = re.compile(r"\w+")
-    qwords = [set(word.findall(q.lower())) for q in corpus.queries]
-    wanted = set().union(*qwords)
-    postings: dict[str, set[str]] = {w: set() for w in wanted}
-    for path in sorted(corpus.root.rglob("*.md")):
-        rel = path.relative_to(corpus.root).as_posix()
-        text = rel + " " + path.read_text(encoding="utf-8")
-        for w in set(word.findall(text.lower())) & wanted:
-            postings[w].add(rel)
-    ranked = []
-    for words in qwords:
-        scores: dict[str, int] = {}
-        for w in words:
-            for rel in postings[w]:
-                scores[rel] = scores.get(rel, 0) + 1
-        ranked.append(sorted(scores, key=lambda r: (-scores[r], r))[:HITS])
-    return ranked
-
-
-def quality(ranked: list[list[str]], relevant: list[str]) -> tuple[float, float]:
-    """recall@8 and MRR for one relevant note per query."""
-    recall = sum(rel in r[:HITS] for r, rel in zip(ranked, relevant, strict=True)) / len(relevant)
-    mrr = sum(1 / (r.index(rel) + 1) if rel in r else 0.0
-              for r, rel in zip(ranked, relevant, strict=True)) / len(relevant)
-    return recall, mrr
+BUILD_VS_RG = 60  # the issue's bounds, printed beside the figures
+BIG_BUILD_VS_SMALL = 12
 
 
 def ripgrep(root: Path, queries: list[str]) -> list[float] | None:
     if shutil.which("rg") is None:
-        print("ripgrep (rg) is not installed: skipping the rg baseline "
-              "(apt-get install -y ripgrep to get it)")
+        print("ripgrep (rg) is not installed: no rg baseline (apt-get install -y ripgrep)")
         return None
     return [
         timed(partial(subprocess.run, ["rg", "-i", "-F", "-l", "--", q, str(root)],
@@ -183,128 +51,194 @@ def ripgrep(root: Path, queries: list[str]) -> list[float] | None:
     ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--notes", type=int, default=10_000)
-    parser.add_argument("--keep", type=Path, help="build the corpus here and keep it")
-    parser.add_argument("--watchers", action="store_true",
-                        help="compare inotify with watchfiles instead")
-    args = parser.parse_args()
-    work = args.keep or Path(tempfile.mkdtemp(prefix="acp-memory-bench-"))
-    try:
-        if args.watchers:
-            compare_watchers(work, args.notes)
-        else:
-            run(work, args.notes)
-    finally:
-        if args.keep is None:
-            shutil.rmtree(work, ignore_errors=True)
+def measure(corpus: Corpus, cache: Path, embeddings: list[str] | None, dims: int | None,
+            build_only: bool = False) -> dict[str, Any]:
+    """The child's figures for one corpus (see `child`)."""
+    spec = cache.with_suffix(".queries.json")
+    spec.write_text(json.dumps({"queries": corpus.queries, "relevant": corpus.relevant}))
+    argv = [sys.executable, __file__, "--child", str(corpus.root), str(cache), str(spec)]
+    if embeddings:
+        argv += ["--embeddings", *embeddings]
+    if dims:
+        argv += ["--dimensions", str(dims)]
+    if build_only:
+        argv.append("--build-only")
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"the measuring child failed:\n{done.stderr[-3000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return figures
 
 
-def run(work: Path, notes: int) -> None:
-    root = work / "memory"
-    t0 = time.perf_counter()
-    corpus = build_corpus(root, notes)
-    size = sum(p.stat().st_size for p in root.rglob("*.md"))
-    print(f"corpus: {notes} notes, {size / 1e6:.1f} MB, {len(corpus.queries)} labelled queries "
-          f"(generated in {time.perf_counter() - t0:.1f}s)")
-    store = MemoryStore(Roots(root), work / "cache")
-    search = store.search
+def rss_mb() -> tuple[float, float]:
+    """VmRSS and VmHWM (the peak) of this process, in MB."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
 
-    first = timed(lambda: search(corpus.queries[0], "global", HITS))
-    warm = [timed(partial(search, q, "global", HITS)) for q in corpus.queries]
-    target = root / corpus.relevant[0]
+
+def child(root: Path, cache: Path, spec: Path, embeddings: list[str] | None,
+          dims: int | None, build_only: bool) -> None:
+    """Index root in cache and print the figures as one JSON line."""
+    import anyio
+
+    from acp_memory.config import Config
+    from acp_memory.config.models import (
+        EmbeddingsConfig,
+        MemoryConfig,
+        ProviderConfig,
+    )
+    from acp_memory.llm.embeddings import embeddings_for
+    from acp_memory.memory.index.indexes import SearchIndexes
+    from acp_memory.memory.index.keeper import embed_pending
+    from acp_memory.memory.roots import Roots
+    from acp_memory.memory.scan import scan_notes
+    from acp_memory.memory.store import MemoryStore
+    from acp_memory.text.analyze import parse_query
+
+    labelled = json.loads(spec.read_text())
+    queries, relevant = labelled["queries"], labelled["relevant"]
+    out: dict[str, Any] = {}
+    indexes = SearchIndexes(cache)
+    start = time.perf_counter()
+    indexes.build(root)
+    out["build_ms"] = (time.perf_counter() - start) * 1000
+    out["rss_after_build_mb"], out["peak_rss_mb"] = rss_mb()
+    if build_only:
+        print(json.dumps(out))
+        return
+    out["index_mb"] = sum(p.stat().st_size for p in cache.rglob("*")) / 1e6
+    store = MemoryStore(Roots(root), cache, indexes=indexes)
+
+    def ranked() -> list[list[str]]:
+        return [[h.path.removeprefix("global:") for h in store.search(q, "global", HITS)]
+                for q in queries]
+
+    # What a search costs while the index is still being built: the direct scan of the files.
+    scans = []
+    for q in queries[:10]:
+        scans.append(timed(partial(scan_notes, [("global", root)], parse_query(q), HITS, bool)))
+    out["scan_ms"] = statistics.median(scans)
+    warm = [timed(partial(store.search, q, "global", HITS)) for q in queries]
+    out["warm_ms"], out["warm_p95_ms"] = statistics.median(warm), p95(warm)
+    out["words_quality"] = quality(ranked(), relevant)
+    target = root / relevant[0]
     with open(target, "a", encoding="utf-8") as f:  # a hand edit, in place
         f.write("\nquokkaedit marker added by hand\n")
-    after_edit_hits: list[str] = []
-    after_edit = timed(lambda: after_edit_hits.extend(
-        h.path for h in search("quokkaedit", "global", HITS)))
-    seen = after_edit_hits == [f"global:{corpus.relevant[0]}"]
-
-    rg = ripgrep(root, corpus.queries)
-    med = statistics.median(warm)
-    print(f"first search (index build): {first:9.1f} ms")
-    print(f"warm search median:         {med:9.2f} ms   p95 {p95(warm):.2f} ms")
-    print(f"first search after a hand edit: {after_edit:5.1f} ms   edit visible: {seen}")
-    if rg:
-        rg_med = statistics.median(rg)
-        print(f"rg -i -F scan median:       {rg_med:9.2f} ms   p95 {p95(rg):.2f} ms")
-        print(f"ratios vs rg median: warm median {rg_med / med:.1f}x faster, warm p95 "
-              f"{p95(rg) / p95(warm):.1f}x, after-edit {rg_med / after_edit:.2f}x, "
-              f"first (build) {rg_med / first:.3f}x  (target: warm >= 20x)")
-
-    ours = [[h.path.removeprefix("global:") for h in search(q, "global", HITS)]
-            for q in corpus.queries]
-    base = overlap_ranking(corpus)
-    r_ours, m_ours = quality(ours, corpus.relevant)
-    r_base, m_base = quality(base, corpus.relevant)
-    print(f"quality on {len(corpus.queries)} labelled queries:")
-    print(f"  ours (BM25, stems, identifiers): recall@8 {r_ours:.3f}  MRR {m_ours:.3f}")
-    print(f"  seed word overlap:               recall@8 {r_base:.3f}  MRR {m_base:.3f}")
+    found: list[str] = []
+    out["after_edit_ms"] = timed(lambda: found.extend(
+        h.path for h in store.search("quokkaedit", "global", HITS)))
+    out["edit_seen"] = found == [f"global:{relevant[0]}"]
+    out["rss_mb"], out["peak_rss_mb"] = rss_mb()  # embeddings off: the words alone
+    if embeddings:
+        url, model = embeddings
+        cfg = Config(providers=[ProviderConfig(name="bench", type="openai", api_base=url)],
+                     memory=MemoryConfig(embeddings=EmbeddingsConfig(
+                         model=f"bench/{model}", dimensions=dims)))
+        indexes.embeddings = embeddings_for(cfg)
+        start = time.perf_counter()
+        out["embedded"] = anyio.run(embed_pending, indexes, root)
+        out["embed_s"] = time.perf_counter() - start
+        out["index_with_vectors_mb"] = sum(p.stat().st_size for p in cache.rglob("*")) / 1e6
+        store.search(queries[0], "global", HITS)  # loads the vectors into memory
+        fused = [timed(partial(store.search, q, "global", HITS)) for q in queries]
+        out["fused_ms"], out["fused_p95_ms"] = statistics.median(fused), p95(fused)
+        out["fused_quality"] = quality(ranked(), relevant)
+        with open(target, "a", encoding="utf-8") as f:
+            f.write("\nquokkaedit again\n")
+        out["fused_after_edit_ms"] = timed(lambda: store.search("quokkaedit", "global", HITS))
+        out["rss_with_vectors_mb"], out["peak_with_vectors_mb"] = rss_mb()
     store.close()
+    indexes.close()
+    print(json.dumps(out))
 
 
-class WatchfilesWatcher:
-    """The index's Watcher interface over watchfiles: one recursive watch of the whole root."""
+def report(notes: int, size_mb: float, rg: list[float] | None, f: dict[str, Any],
+           small: dict[str, Any] | None, base: tuple[float, float] | None) -> None:
+    rg_med = statistics.median(rg) if rg else None
+    print(f"corpus: {notes} notes, {size_mb:.1f} MB")
+    if rg_med is not None:
+        print(f"rg -i -F scan median:            {rg_med:9.1f} ms   p95 {p95(rg or [0]):.1f} ms")
+    line = f"index build:                     {f['build_ms']:9.0f} ms"
+    if rg_med is not None:
+        line += f"   {f['build_ms'] / rg_med:.0f}x rg (bound {BUILD_VS_RG}x)"
+    print(line)
+    if small is not None:
+        print(f"  10,000-note build, same run:   {small['build_ms']:9.0f} ms   this build is "
+              f"{f['build_ms'] / small['build_ms']:.1f}x it (bound {BIG_BUILD_VS_SMALL}x)")
+    print(f"direct scan (during a build):    {f['scan_ms']:9.1f} ms median"
+          + (f"   {f['scan_ms'] / rg_med:.1f}x rg" if rg_med else ""))
+    print(f"warm search, words:              {f['warm_ms']:9.2f} ms median   "
+          f"p95 {f['warm_p95_ms']:.2f} ms" + (f"   {rg_med / f['warm_ms']:.0f}x faster than rg"
+                                              if rg_med else ""))
+    print(f"first search after a hand edit:  {f['after_edit_ms']:9.2f} ms   "
+          f"edit seen: {f['edit_seen']}")
+    print(f"index file: {f['index_mb']:.0f} MB; RSS {f['rss_mb']:.0f} MB, "
+          f"peak {f['peak_rss_mb']:.0f} MB (build included)")
+    r, m = f["words_quality"]
+    print(f"quality on {HITS} hits: words recall@8 {r:.3f} MRR {m:.3f}", end="")
+    if base is not None:
+        print(f"; seed word overlap recall@8 {base[0]:.3f} MRR {base[1]:.3f}")
+    else:
+        print()
+    if "fused_ms" in f:
+        print(f"embedding {f['embedded']} notes: {f['embed_s']:.1f} s; index file with vectors "
+              f"{f['index_with_vectors_mb']:.0f} MB")
+        print(f"warm search, fused:              {f['fused_ms']:9.2f} ms median   "
+              f"p95 {f['fused_p95_ms']:.2f} ms   {f['fused_ms'] / f['warm_ms']:.1f}x words alone")
+        print(f"fused, first search after an edit: {f['fused_after_edit_ms']:7.1f} ms "
+              "(the edited note's vector dropped)")
+        rf, mf = f["fused_quality"]
+        print(f"quality fused: recall@8 {rf:.3f} MRR {mf:.3f}  (words alone {r:.3f} / {m:.3f})")
+        print(f"RSS with vectors in memory: {f['rss_with_vectors_mb']:.0f} MB, "
+              f"peak {f['peak_with_vectors_mb']:.0f} MB")
 
-    def __init__(self) -> None:
-        self._notify: Any = None
-        self._root = ""
 
-    def add(self, folder: str, rel: str) -> None:
-        from watchfiles._rust_notify import RustNotify
-
-        if rel == "":
-            self._root = folder
-            self._notify = RustNotify([folder], False, False, 50, True, True)
-
-    def drain(self) -> Changes:
-        changes = Changes()
-        # The shortest wait watchfiles offers: 0 would mean "until something changes".
-        found = self._notify.watch(0, 0, 1, None)
-        for _, path in found if isinstance(found, set) else ():
-            rel = os.path.relpath(path, self._root)
-            if rel.lower().endswith((".md", ".txt")):
-                changes.files.add(rel)
-            else:
-                changes.rescan = True
-        return changes
-
-    def close(self) -> None:
-        if self._notify is not None:
-            self._notify.close()
-            self._notify = None
-
-
-def _count(folder: str) -> int:
-    return len(os.listdir(folder))
-
-
-def compare_watchers(work: Path, notes: int, edits: int = 50) -> None:
-    corpus = build_corpus(work / "memory", notes)
-    print(f"corpus: {notes} notes; {edits} hand edits, each followed at once by a search")
-    for name, watcher in (("inotify", Watcher), ("watchfiles", WatchfilesWatcher)):
-        index_sync.Watcher = watcher  # type: ignore[misc, assignment]
-        fds, threads = _count("/proc/self/fd"), _count("/proc/self/task")
-        with MemoryStore(Roots(work / "memory"), work / f"cache-{name}") as store:
-            first = timed(lambda: store.search(corpus.queries[0], "global", HITS))
-            extra_fds = _count("/proc/self/fd") - fds
-            extra_threads = _count("/proc/self/task") - threads
-            warm = [timed(partial(store.search, q, "global", HITS)) for q in corpus.queries[:100]]
-            after, seen = [], 0
-            target = work / "memory" / corpus.relevant[0]
-            for i in range(edits):
-                with open(target, "a", encoding="utf-8") as f:
-                    f.write(f"\nzqmarker{i}\n")
-                start = time.perf_counter()
-                hits = store.search(f"zqmarker{i}", "global", HITS)
-                after.append((time.perf_counter() - start) * 1000)
-                seen += bool(hits)
-        index_sync.Watcher = Watcher  # type: ignore[misc]
-        print(f"{name:10}  first search {first:7.1f} ms, +{extra_fds} descriptors "
-              f"+{extra_threads} threads for the root; warm median "
-              f"{statistics.median(warm):.2f} ms; right after an edit median "
-              f"{statistics.median(after):.2f} ms, edit seen {seen}/{edits}")
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--keep", type=Path, help="build the corpus here and keep it")
+    parser.add_argument("--embeddings", nargs="+", metavar="URL MODEL",
+                        help="an OpenAI-compatible base URL and model, or `hash`")
+    parser.add_argument("--dimensions", type=int, default=None)
+    parser.add_argument("--child", nargs=3, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child, args.embeddings, args.dimensions, args.build_only)
+        return
+    if args.embeddings and args.embeddings != ["hash"] and len(args.embeddings) != 2:
+        parser.error("--embeddings takes URL MODEL, or hash")
+    work = args.keep or Path(tempfile.mkdtemp(prefix="acp-memory-bench-"))
+    server = None
+    try:
+        embeddings = args.embeddings
+        if embeddings == ["hash"]:
+            server = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("hash_embeddings.py")),
+                 "--dimensions", str(args.dimensions or 384)],
+                stdout=subprocess.PIPE, text=True)
+            assert server.stdout is not None
+            embeddings = [server.stdout.readline().strip(), "hash"]
+        t0 = time.perf_counter()
+        corpus = build_corpus(work / "memory", args.notes)
+        size = sum(p.stat().st_size for p in corpus.root.rglob("*.md")) / 1e6
+        print(f"generated {args.notes} notes in {time.perf_counter() - t0:.0f} s; "
+              f"{len(corpus.queries)} labelled queries")
+        rg = ripgrep(corpus.root, corpus.queries)
+        small = None
+        if args.notes > 10_000:
+            small_corpus = build_corpus(work / "small", 10_000)
+            small = measure(small_corpus, work / "cache-small", None, None, build_only=True)
+        figures = measure(corpus, work / "cache", embeddings, args.dimensions)
+        base = quality(overlap_ranking(corpus), corpus.relevant) if args.notes <= 20_000 else None
+        report(args.notes, size, rg, figures, small, base)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait()
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -180,7 +180,7 @@ class AcpAgent:
 
     async def _resume(self, session: Session) -> None:
         if not session.record.subagent_run:  # a child is only read, never resumed
-            await self.runner.hooks.start(session, "resume")
+            await self.runner.session_opened(session, "resume")
             self._advertise_commands(session.id)
 
     async def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:

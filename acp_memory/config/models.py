@@ -125,6 +125,17 @@ class HttpServerConfig(Section):
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
 
 
+class EmbeddingsConfig(Section):
+    """Recall by meaning: a provider's OpenAI-compatible /embeddings, off while model is ""."""
+
+    model: str = Field(default="", description="<provider>/<embedding model id>")
+    dimensions: int | None = Field(default=None, gt=0)  # sent when set; other lengths refused
+    batch: int = Field(default=64, ge=1, le=2048)  # notes per request
+    timeout_ms: int = Field(default=2000, gt=0)  # a query's embedding; past it, words only
+    batch_timeout_ms: int = Field(default=30_000, gt=0)  # one batch of notes
+    max_input_chars: int = Field(default=8000, ge=100)  # a note's title, path and body, cut
+
+
 class MemoryConfig(Section):
     enable: bool = False
     model: str = ""
@@ -150,6 +161,7 @@ class MemoryConfig(Section):
     # `<cwd>/memory` linking outside the cwd (a cloned repository can ship such a link) is
     # refused unless allowed; YAML's `false` means refuse.
     project_root_symlinks: Annotated[Literal["refuse", "allow"], _false_means("refuse")] = "refuse"
+    embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
 
 
 class HookCommand(Section):

@@ -16,7 +16,7 @@ from acp_memory.httpserver.models import Root, RootIn
 from acp_memory.httpserver.routes_memory import SCOPES, api_words
 from acp_memory.httpserver.routes_sessions import SessionId
 from acp_memory.memory.search import Hit, marked
-from acp_memory.memory.store import MemoryStore, NoteError
+from acp_memory.memory.store import NoteError
 
 ROOTS = {scope: root for root, scope in SCOPES.items()}  # the store's scope -> the API's root
 
@@ -38,12 +38,19 @@ class MemorySearch(CamelModel):
     object: Literal["memory_search"] = "memory_search"
     query: str
     hits: list[SearchHit] = Field(description="best first")
+    # Present only when true: an index was still being built, so the files were scanned.
+    partial: Literal[True] | None = Field(
+        default=None, description="true while an index is built: the files were scanned"
+    )
+    embeddings_unavailable: str | None = Field(
+        default=None, description="why the embeddings failed: the hits are by words only"
+    )
 
 
 def search_routes(agent: HttpAgent) -> APIRouter:
     router = APIRouter(prefix="/coddy/sessions/{id}/memory", tags=["memory"])
 
-    @router.get("/search")
+    @router.get("/search", response_model_exclude_none=True)
     async def search(
         session_id: SessionId,
         q: Annotated[str, Query(min_length=1, max_length=1000, description="words, identifiers")],
@@ -56,16 +63,17 @@ def search_routes(agent: HttpAgent) -> APIRouter:
         store = agent.memory_store(session)
         scope = SCOPES[root] if root is not None else "both"
         try:
-            hits = await anyio.to_thread.run_sync(_search, store, q, scope, limit)
+            hits = await anyio.to_thread.run_sync(store.search, q, scope, limit)
         except NoteError as exc:
             raise ApiError(400, api_words(str(exc))) from None
-        return MemorySearch(query=q, hits=hits)
+        return MemorySearch(
+            query=q,
+            hits=[_hit(hit, q) for hit in hits],
+            partial=True if hits.partial else None,
+            embeddings_unavailable=hits.unavailable or None,
+        )
 
     return router
-
-
-def _search(store: MemoryStore, query: str, scope: str, limit: int) -> list[SearchHit]:
-    return [_hit(hit, query) for hit in store.search(query, scope, limit)]
 
 
 def _hit(hit: Hit, query: str) -> SearchHit:

@@ -1,4 +1,5 @@
-"""`acp-memory notes list/search/show/edit/rm`: the notes from a terminal, with the tools' rules."""
+"""`acp-memory notes list/search/index/show/edit/rm`: the notes from a terminal, with the tools'
+rules."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,8 @@ NOTES_DESCRIPTION = (
     "global:prefs.md or project:api/auth.md; `global:` alone is the root. Writes follow the "
     "agent's rules: secrets are redacted, the size limit holds, and a save is atomic."
 )
+INTERRUPTED = 130  # the status a shell expects after Ctrl-C
+_ALL = 1 << 62  # every pending note, for the counts (SQLite's LIMIT wants a number)
 _PATH_FORM = "scope:path, e.g. global:prefs.md or project:api/auth.md"
 _ACTIONS = {
     "list": (
@@ -35,7 +39,16 @@ _ACTIONS = {
     "search": (
         "ranked search",
         "Search the notes by relevance of path and body, in any language; notes holding an "
-        "exact identifier of the query come first, then notes holding every word.",
+        "exact identifier of the query come first, then notes holding every word. With "
+        "memory.embeddings on, by meaning as well: only the query is embedded, and notes "
+        "that `notes index` (or the agent) has not embedded yet are found by their words.",
+    ),
+    "index": (
+        "build or bring up to date the search index",
+        "Build the search index of both roots, or bring it up to date with the files, then "
+        "exit; with memory.embeddings on, every note lacking a vector gets one too. A "
+        "terminal shows a progress bar; each root ends with one line: notes indexed, notes "
+        "embedded, time taken. Searches build what they lack themselves; this does it ahead.",
     ),
     "show": ("print a note", "Print the whole text of one note."),
     "edit": (
@@ -77,6 +90,7 @@ def add_notes_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     se.add_argument("--limit", type=int, default=None, help="hits (default memory.max_search_hits)")
     se.add_argument("--json", action="store_true",
                     help="print a JSON array of {path, score, snippet}, one line per query")
+    action("index")
     action("show").add_argument("path", help=f"the note, as {_PATH_FORM}")
     action("edit").add_argument(
         "path", help=f"the note, as {_PATH_FORM}; a missing note is created"
@@ -104,6 +118,8 @@ def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
                 return _list(store, getattr(args, "path", None))
             if action == "search":
                 return _search(store, args, cfg.memory.max_search_hits)
+            if action == "index":
+                return _index(store)
             if action == "show":
                 sys.stdout.write(store.read(args.path)[1])
                 return 0
@@ -140,7 +156,7 @@ def _list(store: MemoryStore, path: str | None) -> int:
 
 
 def _search(store: MemoryStore, args: argparse.Namespace, default_limit: int) -> int:
-    from acp_memory.memory.index.query import Ranked
+    from acp_memory.memory.search import Hits
 
     limit = args.limit if args.limit is not None else default_limit
     if limit < 1:
@@ -152,7 +168,7 @@ def _search(store: MemoryStore, args: argparse.Namespace, default_limit: int) ->
     # order as soon as it is read (a blank line gets an empty answer).
     for line in sys.stdin:
         query = line.rstrip("\n")
-        hits = store.search(query, args.scope, limit) if query.strip() else Ranked()
+        hits = store.search(query, args.scope, limit) if query.strip() else Hits()
         _print_hits(store, args, query, hits)
     return 0
 
@@ -167,6 +183,57 @@ def _print_hits(store: MemoryStore, args: argparse.Namespace, query: str, hits: 
         scope = scope_name(args.scope)
         where = " and ".join(store.roots.scopes()) if scope == "both" else scope
         print(format_hits(query, hits, where), flush=True)
+
+
+def _index(store: MemoryStore) -> int:
+    """Both roots' words, then their missing vectors, one root after the other."""
+    unavailable = ""  # the provider failed: the roots after it are not tried again
+    try:
+        for scope in store.roots.scopes():
+            unavailable = _index_root(store, scope, unavailable)
+    except KeyboardInterrupt:
+        # Every committed batch stays; the next index compares stamps and does the rest.
+        return _fail("index interrupted; what was indexed so far is kept, and the next "
+                     "`notes index` goes on from there", INTERRUPTED)
+    return 1 if unavailable else 0
+
+
+def _index_root(store: MemoryStore, scope: str, unavailable: str) -> str:
+    """Bring one root's index up to date and print its line; the embeddings' failure, if any."""
+    import anyio
+
+    from acp_memory.llm.embeddings import EmbeddingsUnavailable
+    from acp_memory.memory.index.keeper import embed_pending
+    from acp_memory.memory.progress import ProgressBar
+
+    root = store.roots.root_of(scope)
+    started = time.monotonic()
+    if not root.is_dir():
+        print(f"{scope} {root}: no notes (the folder does not exist yet)")
+        return unavailable
+    indexes = store.indexes
+    with ProgressBar(f"{scope}: words", sys.stderr) as bar:
+        indexes.build(root, bar)
+    parts = [f"{_notes(bar.total)} indexed" if bar.total else "words up to date"]
+    if indexes.embeddings is not None:
+        missing = len(indexes.pending_vectors(root, _ALL))
+        embedded = 0
+        if missing and not unavailable:
+            with ProgressBar(f"{scope}: vectors", sys.stderr) as bar:
+                try:
+                    embedded = anyio.run(embed_pending, indexes, root,
+                                         lambda done, _: bar(done, missing))
+                except EmbeddingsUnavailable as exc:
+                    unavailable = str(exc)
+                    embedded = missing - len(indexes.pending_vectors(root, _ALL))
+        parts.append(f"{embedded} embedded" if missing else "vectors up to date")
+        if unavailable and (left := missing - embedded):
+            _fail(f"{scope}: embeddings unavailable: {unavailable}; {_notes(left)} "
+                  f"{'has' if left == 1 else 'have'} no vector yet (tried again by the next "
+                  "`notes index`, and by the agent in the background); searches use words")
+    print(f"{scope} {root}: {', '.join(parts)}, in {time.monotonic() - started:.1f} s",
+          flush=True)
+    return unavailable
 
 
 def _edit(store: MemoryStore, path: str) -> int:

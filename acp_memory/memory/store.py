@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import glob
+import logging
 import os
 import shutil
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from acp_memory.atomic import write_atomic
 from acp_memory.config import Config, Paths
+from acp_memory.llm.embeddings import embeddings_for
 from acp_memory.memory.index.indexes import DEFAULT_MAX_ROOTS, ClosedOnExit, SearchIndexes
 from acp_memory.memory.redact import Redaction, redact
 from acp_memory.memory.roots import (
@@ -37,6 +39,8 @@ from acp_memory.memory.roots import (
 )
 from acp_memory.memory.search import Hits, search_notes
 from acp_memory.text.naming import name_from_title
+
+log = logging.getLogger(__name__)
 
 # Where earlier versions kept the root's lock, inside the root: removed when seen.
 LEGACY_LOCK_NAME = ".acp-memory.lock"
@@ -64,6 +68,11 @@ class DeleteResult:
     notes_removed: int
 
 
+def indexes_for(cfg: Config, paths: Paths) -> SearchIndexes:
+    """The search indexes of the cache folder, with the embeddings the config names."""
+    return SearchIndexes(paths.cache_dir, cfg.memory.index_max_roots, embeddings_for(cfg))
+
+
 class MemoryStore(ClosedOnExit):
     """The notes of a global and a project root, with search backed by a cache-folder index."""
 
@@ -83,6 +92,7 @@ class MemoryStore(ClosedOnExit):
         self.lock_timeout = lock_timeout  # seconds a write waits for another process's lock
         self._owns_indexes = indexes is None
         self.indexes = indexes if indexes is not None else SearchIndexes(cache_dir, max_index_roots)
+        self._said_unavailable = False  # the embeddings' failure is told once per store
 
     @classmethod
     def from_config(
@@ -95,10 +105,13 @@ class MemoryStore(ClosedOnExit):
         """The store for a session: roots from config and cwd, the index under paths.cache_dir.
 
         Give every session's store the same `indexes` so that a root is indexed once per
-        process; without one the store opens its own, which `close()` releases.
+        process; without one the store opens its own (with the configured embeddings), which
+        `close()` releases.
         """
-        return cls(Roots.from_config(cfg, paths, cwd), paths.cache_dir, cfg.memory.max_note_bytes,
-                   indexes=indexes, max_index_roots=cfg.memory.index_max_roots)
+        store = cls(Roots.from_config(cfg, paths, cwd), paths.cache_dir,
+                    cfg.memory.max_note_bytes, indexes=indexes or indexes_for(cfg, paths))
+        store._owns_indexes = indexes is None
+        return store
 
     def close(self) -> None:
         """Close the search indexes this store opened (shared ones belong to their owner)."""
@@ -149,7 +162,15 @@ class MemoryStore(ClosedOnExit):
             raise NoteError("the query is empty; give a few words or an identifier")
         if limit < 1:
             raise NoteError(f"the limit is {limit}; ask for at least 1 hit")
-        return search_notes(self.roots, self.indexes, query, scopes, limit)
+        hits = search_notes(self.roots, self.indexes, query, scopes, limit)
+        if hits.unavailable:
+            if self._said_unavailable:
+                hits.unavailable = ""
+            else:
+                self._said_unavailable = True
+                log.warning("embeddings unavailable: %s; searching by words only",
+                            hits.unavailable)
+        return hits
 
     # -- writing -------------------------------------------------------------------------------
 

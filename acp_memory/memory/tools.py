@@ -53,7 +53,17 @@ NO_MATCH = "no matching notes for "
 
 def came_back_empty(result: str) -> bool:
     """Whether a memory_search or memory_list result found no note (its words are here)."""
+    while result.startswith("("):  # the notices a search result may open with
+        result = result.partition("\n")[2]
     return result.startswith(NO_MATCH) or result.endswith(EMPTY_FOLDER)
+
+
+def search_notices(hits: Hits) -> list[str]:
+    """The lines a search result opens with: how it was answered when not as usual."""
+    notices = ["(index still building: direct scan)"] if hits.partial else []
+    if hits.unavailable:
+        notices.append(f"(embeddings unavailable: {hits.unavailable}; words only)")
+    return notices
 
 
 def format_listing(display: str, entries: list[FolderEntry]) -> str:
@@ -72,13 +82,14 @@ def format_listing(display: str, entries: list[FolderEntry]) -> str:
 
 def format_hits(query: str, hits: Hits, where: str) -> str:
     """Hits with path, score and snippet, or one clear line when nothing matched; a list the
-    limit cut says how many matched in all."""
+    limit cut says how many matched in all; notices first."""
+    notices = search_notices(hits)
     if not hits:
-        return f"{NO_MATCH}{query!r} in {where}."
+        return "\n".join([*notices, f"{NO_MATCH}{query!r} in {where}."])
     found = _count(hits.total, "matching note", "matching notes")
     if hits.total > len(hits):
         found = f"showing {len(hits)} of {found}"
-    parts = [f"{found} for {query!r} in {where} (best first):"]
+    parts = [*notices, f"{found} for {query!r} in {where} (best first):"]
     for i, hit in enumerate(hits, 1):
         parts.append(f"\n[{i}] {hit.path} (score {hit.score})\n{hit.snippet}")
     return "\n".join(parts)

@@ -27,8 +27,10 @@ from acp_memory.hooks.events import SessionHooks, Subagent
 from acp_memory.llm.chain import ChainProvider
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.memory.index.indexes import SearchIndexes
+from acp_memory.memory.index.keeper import IndexKeeper
 from acp_memory.memory.redact import RedactedStream, redact_json, redact_text
-from acp_memory.memory.store import MemoryStore
+from acp_memory.memory.roots import Roots
+from acp_memory.memory.store import MemoryStore, indexes_for
 from acp_memory.oserror import os_error_text
 from acp_memory.runtime.memory_agent import MemoryLaunch
 from acp_memory.runtime.subagents import log_line, run_child_turn
@@ -134,6 +136,7 @@ class MemoryService:
         self.exit_wait_seconds = MEMORY_EXIT_WAIT_SECONDS
         self.draining = anyio.Event()
         self._indexes: SearchIndexes | None = None
+        self._keeper: IndexKeeper | None = None
         self._running: dict[Task, TaskPool] = {}
         self._bookkeeping: set[anyio.Event] = set()
 
@@ -145,10 +148,22 @@ class MemoryService:
         """The search indexes every notes store of this surface shares (a root indexed
         once), memory runs or not: the HTTP notes routes use them too."""
         if self._indexes is None:
-            self._indexes = SearchIndexes(
-                self.paths.cache_dir, max_roots=self.cfg.memory.index_max_roots
-            )
+            self._indexes = indexes_for(self.cfg, self.paths)
+            self._keeper = IndexKeeper(self._indexes, self.host.owner)
         return self._indexes
+
+    def open_indexes(self, cwd: str) -> None:
+        """A session opened in cwd: bring its roots' indexes up to date in the background,
+        so that its memory runs find them ready."""
+        if not self.cfg.memory.enable:
+            return
+        indexes = self.indexes()
+        roots = Roots.from_config(self.cfg, self.paths, Path(cwd))
+        assert self._keeper is not None
+        wanted = [roots.root_of(scope) for scope in roots.scopes()]
+        with contextlib.suppress(RuntimeError):  # no owner: not running (a search builds)
+            self._keeper.keep([root for root in wanted if not indexes.ready(root)
+                               or root.absolute() in indexes.vectors_behind])
 
     def store_for(self, cwd: str) -> MemoryStore:
         """The notes of a session in cwd (the global root and its workspace's) on the shared
@@ -312,6 +327,7 @@ class MemoryService:
         if self._indexes is not None:
             self._indexes.close()
             self._indexes = None
+            self._keeper = None
 
 
 def is_memory_run(record: TaskRecord) -> bool:

@@ -11,7 +11,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -176,8 +176,14 @@ class SessionRunner:
         session = await anyio.to_thread.run_sync(create)
         if note := self.cfg.take_no_file_note():
             log.warning("%s", note)  # once: which model a config-less run picked, and why
-        await self.hooks.start(session, "startup")
+        await self.session_opened(session, "startup")
         return session
+
+    async def session_opened(self, session: Session, source: Literal["startup", "resume"]) -> None:
+        """A top-level session opened in this process (made, loaded, or first prompted): its
+        roots' indexes brought up to date in the background, its SessionStart hooks run."""
+        self.memory.open_indexes(session.record.cwd)
+        await self.hooks.start(session, source)
 
     def tool_context(
         self, session: Session, editor: Editor | None = None, tools: ToolSet | None = None
@@ -279,7 +285,7 @@ class SessionRunner:
         Raises UnknownModelError for a model id no provider serves, LLMError when the model
         call fails, BundleBusy or OSError when the bundle cannot be written.
         """
-        await self.hooks.start(session, "resume")  # once: a session new to this process
+        await self.session_opened(session, "resume")  # once: a session new to this process
         commands = self.commands
         if commands is not None and (
             reply := await commands.reply(self, session, text, editor, notify_memory)

@@ -9,5 +9,6 @@
         server.requests          # every request: method, path, headers, body, json, messages
 
 Real HTTP/1.1 with keep-alive and real SSE on 127.0.0.1:<free port>, inside the test's event loop.
-fakes.script documents every reply and fault; fakes.llamacpp starts a real tiny model.
+fakes.script documents every reply and fault; fakes.llamacpp starts a real tiny model;
+fakes.embeddings_server.FakeEmbeddings serves POST /v1/embeddings with vectors a test chooses.
 """

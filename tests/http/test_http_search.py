@@ -3,13 +3,16 @@ roots of a session, each snippet cut into runs with the matches flagged."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import anyio
 import pytest
 from httpkit import served
 
 from acp_memory.config import Config
 from acp_memory.config.models import MemoryConfig
+from acp_memory.memory.index.indexes import SearchIndexes
 
 pytestmark = pytest.mark.anyio
 
@@ -104,3 +107,38 @@ async def test_the_page_s_routes_join_the_openapi_document(cfg, paths):
     for path in ("/coddy/sessions/{id}/memory/search", "/coddy/settings/memory"):
         for operation in paths_doc[path].values():
             assert "422" not in operation["responses"]
+
+
+async def test_a_search_while_the_index_is_built_scans_the_files_and_says_it_is_partial(
+    cfg, paths, monkeypatch
+):
+    write_notes(cfg, paths)
+    release, built = threading.Event(), threading.Event()
+    roots_built: set[Path] = set()
+    build = SearchIndexes.build
+
+    def held_back(self, root, progress=None, stop=None):
+        release.wait(10)
+        try:
+            return build(self, root, progress, stop)
+        finally:
+            roots_built.add(root)
+            if len(roots_built) == 2:  # the global root and the workspace's
+                built.set()
+
+    monkeypatch.setattr(SearchIndexes, "build", held_back)
+    async with served(cfg, paths) as api:
+        sid = await api.new_session()
+        url = f"/coddy/sessions/{sid}/memory/search"
+        during = (await api.client.get(url, params={"q": "favourite mango"})).json()
+        release.set()
+        with anyio.fail_after(10):
+            await anyio.to_thread.run_sync(built.wait)
+        after = (await api.client.get(url, params={"q": "favourite mango"})).json()
+    assert during["partial"] is True
+    best = during["hits"][0]
+    assert (best["root"], best["path"]) == ("global", "food/fruit.md")
+    assert "partial" not in after
+    assert [(h["root"], h["path"]) for h in after["hits"]] == [
+        ("global", "food/fruit.md"), ("workspace", "shop.md"),
+    ]

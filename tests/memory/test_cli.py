@@ -270,7 +270,7 @@ def test_each_notes_action_has_a_description_and_explains_scope_paths(
     parser = build_parser()
     notes = parser._subparsers._group_actions[0].choices["notes"]  # type: ignore[union-attr]
     actions = notes._subparsers._group_actions[0].choices
-    for name in ("list", "search", "show", "edit", "rm"):
+    for name in ("list", "search", "index", "show", "edit", "rm"):
         assert actions[name].description, name
     text = " ".join(actions[action].format_help().split())
     assert "scope:path" in text and example in text

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from acp_memory.memory.index import sync as index_sync
-from acp_memory.memory.index.query import Candidate, Ranked
+from acp_memory.memory.index.root import Lists
 from acp_memory.memory.index.schema import db_path_for
 from acp_memory.memory.search import SNIPPET_CHARS
 from acp_memory.memory.store import MemoryStore
@@ -118,14 +118,14 @@ def test_a_note_deleted_after_the_index_answered_is_neither_shown_nor_counted(
 ) -> None:
     for name in ("pear", "pear tree"):
         store.save(name, "ripe pear", "global")
-    candidates = store.indexes.candidates
+    lists = store.indexes.lists
 
-    def then_one_is_deleted(root: Path, query: Query, limit: int) -> Ranked[Candidate]:
-        found = candidates(root, query, limit)
+    def then_one_is_deleted(root: Path, query: Query, depth: int) -> Lists | None:
+        found = lists(root, query, depth)
         (root / "pear.md").unlink()  # between the index's answer and the read of the note
         return found
 
-    monkeypatch.setattr(store.indexes, "candidates", then_one_is_deleted)
+    monkeypatch.setattr(store.indexes, "lists", then_one_is_deleted)
     hits = store.search("ripe pear", "global", 8)
     assert ([h.path for h in hits], hits.total) == (["global:pear-tree.md"], 1)
 

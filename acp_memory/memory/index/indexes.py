@@ -12,15 +12,18 @@ import logging
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from acp_memory.llm.embeddings import Embeddings
 from acp_memory.memory.index.query import Candidate, Ranked
-from acp_memory.memory.index.root import RootIndex
+from acp_memory.memory.index.root import Lists, RootIndex
 from acp_memory.memory.index.schema import db_path_for
+from acp_memory.memory.index.sync import Progress
+from acp_memory.memory.index.vectors import Pending
 from acp_memory.text.analyze import Query
 
 log = logging.getLogger(__name__)
@@ -61,30 +64,82 @@ class SearchIndexes(ClosedOnExit):
     search ends. Reopening one later costs a walk comparing stat results, not a rebuild.
     Thread-safe; share one between stores of the same cache folder, and `close()` it at
     shutdown (a later search opens what it needs again).
+
+    With `background` set (an `IndexKeeper` sets it), an index not yet in step with its files
+    is brought up to date there, never in a search, which gets None and scans the files.
     """
 
-    def __init__(self, cache_dir: Path, max_roots: int = DEFAULT_MAX_ROOTS) -> None:
+    def __init__(
+        self,
+        cache_dir: Path,
+        max_roots: int = DEFAULT_MAX_ROOTS,
+        embeddings: Embeddings | None = None,
+    ) -> None:
         if max_roots < 1:
             raise ValueError("max_roots must be at least 1")
         self.cache_dir = cache_dir
         self.max_roots = max_roots
+        self.embeddings = embeddings
+        # Brings a root up to date in the background; False when it cannot (no event loop).
+        self.background: Callable[[Path], bool] | None = None
+        # Roots whose last embedding pass failed: notes there wait for their vectors.
+        self.vectors_behind: set[Path] = set()
         self._lock = threading.Lock()
         self._open: OrderedDict[Path, _Open] = OrderedDict()
         self._in_memory = False  # the cache folder proved unusable: said once, then in memory
 
     def candidates(self, root: Path, query: Query, limit: int) -> Ranked[Candidate]:
         """Bring the index of root up to date with its files, then query it."""
-        with self._lease(root) as index:
-            try:
-                index.refresh()
-            except sqlite3.OperationalError as exc:
-                if index.db_path is None:
-                    raise
-                # The cache folder stopped taking writes (remounted read-only, disk full).
-                self._use_memory(exc)
-                self._retire(root, index)
-                return self.candidates(root, query, limit)
+        with self._up_to_date(root) as index:
             return index.candidates(query, limit)
+
+    def lists(self, root: Path, query: Query, depth: int) -> Lists | None:
+        """The word rankings of root's notes to `depth` (the broad one only with embeddings),
+        the index first brought up to date with the files; None while that is being done in
+        the background."""
+        with self._lease(root) as index:
+            if not index.ready and self.background is not None and self.background(root):
+                return None
+        with self._up_to_date(root) as index:
+            if index.changes and self.embeddings and self.background is not None:
+                index.changes = 0
+                self.background(root)  # notes changed: their new vectors are made there
+            return index.lists(query, depth, fusing=self.embeddings is not None)
+
+    def nearest(self, root: Path, vector: Sequence[float], depth: int) -> list[tuple[str, float]]:
+        """The notes of root whose vectors are nearest to vector, as (path, cosine)."""
+        assert self.embeddings is not None
+        if root.absolute() in self.vectors_behind and self.background is not None:
+            self.background(root)  # the provider answers again: the notes it failed get theirs
+        with self._lease(root) as index:
+            return index.nearest(self.embeddings.key, vector, depth)
+
+    def ready(self, root: Path) -> bool:
+        """Whether root's open index is in step with its files (a search may use it)."""
+        with self._lock:
+            entry = self._open.get(root.absolute())
+            return entry is not None and entry.index.ready
+
+    def build(
+        self, root: Path, progress: Progress | None = None, stop: Callable[[], bool] | None = None
+    ) -> bool:
+        """Bring root's index up to date with its files; False when `stop` cut it short."""
+        with self._up_to_date(root, progress, stop) as index:
+            return index.ready
+
+    def pending_vectors(self, root: Path, limit: int) -> list[Pending]:
+        """Notes of root with no vector of the configured model yet."""
+        assert self.embeddings is not None
+        with self._lease(root) as index:
+            return index.pending_vectors(self.embeddings.key, limit)
+
+    def store_vectors(
+        self, root: Path, notes: Sequence[Pending], found: Sequence[Sequence[float]]
+    ) -> int:
+        """Keep the vectors of notes unchanged since they were listed; how many were kept."""
+        assert self.embeddings is not None
+        with self._lease(root) as index:
+            return index.store_vectors(self.embeddings.key, notes, found)
 
     def close(self) -> None:
         """Close every index; one in use closes when its search ends."""
@@ -92,6 +147,28 @@ class SearchIndexes(ClosedOnExit):
             victims = [self._retire_locked(entry) for entry in self._open.values()]
             self._open.clear()
         _close_all(victims)
+        if self.embeddings is not None:
+            self.embeddings.close()
+
+    @contextlib.contextmanager
+    def _up_to_date(
+        self, root: Path, progress: Progress | None = None, stop: Callable[[], bool] | None = None
+    ) -> Iterator[RootIndex]:
+        """Root's index leased and brought up to date (in memory if the cache stops writing)."""
+        with self._lease(root) as index:
+            try:
+                index.refresh(progress, stop)
+            except sqlite3.OperationalError as exc:
+                if index.db_path is None:
+                    raise
+                # The cache folder stopped taking writes (remounted read-only, disk full).
+                self._use_memory(exc)
+                self._retire(root, index)
+            else:
+                yield index
+                return
+        with self._up_to_date(root, progress, stop) as fresh:
+            yield fresh
 
     # -- leases ---------------------------------------------------------------------------------
 

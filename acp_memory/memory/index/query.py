@@ -37,10 +37,27 @@ def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+def _any_word(query: Query) -> str:
+    return "(" + " OR ".join(map(_quote, query.terms)) + ")"
+
+
+_SQL = (
+    f"SELECT f.path, -{_WEIGHTS} FROM fts JOIN files f ON f.id = fts.rowid "
+    f"WHERE fts MATCH ? ORDER BY {_WEIGHTS} LIMIT ?"
+)
+
+
+def broad(db: sqlite3.Connection, query: Query, depth: int) -> list[Candidate]:
+    """The `depth` best notes holding any query word, by BM25 alone: wider than `rank`,
+    which keeps only the notes holding every word whenever some do."""
+    return [Candidate(path, score, TIERS - 1) for path, score in
+            db.execute(_SQL, (_any_word(query), depth))]
+
+
 def rank(db: sqlite3.Connection, query: Query, limit: int) -> Ranked[Candidate]:
     """The best notes of the first tier that has any (exact identifier, every word, any
     word), and how many notes that tier matched in all."""
-    any_word = "(" + " OR ".join(map(_quote, query.terms)) + ")"
+    any_word = _any_word(query)
     # Each tier is one MATCH expression over the same phrases, so BM25 scores stay
     # comparable; AND lets FTS5 intersect posting lists instead of scoring every match.
     tiers = [any_word]
@@ -51,10 +68,6 @@ def rank(db: sqlite3.Connection, query: Query, limit: int) -> Ranked[Candidate]:
     if query.identifiers:
         exact = "{path exact} : (" + " OR ".join(map(_quote, query.identifiers)) + ")"
         tiers.insert(0, f"{any_word} AND {exact}")
-    sql = (
-        f"SELECT f.path, -{_WEIGHTS} FROM fts JOIN files f ON f.id = fts.rowid "
-        f"WHERE fts MATCH ? ORDER BY {_WEIGHTS} LIMIT ?"
-    )
     count = "SELECT count(*) FROM fts JOIN files f ON f.id = fts.rowid WHERE fts MATCH ?"
     # Tier numbers: 0 exact identifier, 1 every word, 2 any word (absent tiers skipped).
     numbers = [t for t, present in enumerate([bool(query.identifiers),
@@ -62,7 +75,7 @@ def rank(db: sqlite3.Connection, query: Query, limit: int) -> Ranked[Candidate]:
     found: dict[str, Candidate] = {}
     total = 0
     for tier, expression in zip(numbers, tiers, strict=True):
-        for path, score in db.execute(sql, (expression, limit)):
+        for path, score in db.execute(_SQL, (expression, limit)):
             found.setdefault(path, Candidate(path, score, tier))
         if found:
             # Like a web search engine: notes holding every word (or the identifier)

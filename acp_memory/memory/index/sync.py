@@ -1,26 +1,37 @@
 """Keeping an index in step with the files, which are the source of truth.
 
-The first refresh walks the root comparing (mtime, size, inode) per note; later ones re-index
-only the files that inotify reported. Without inotify (not Linux, or out of watches) every
-refresh walks the tree, which is slower but just as correct.
+The first refresh walks the root comparing stamps (mtime, size, inode) per note and indexes
+what changed, so a root edited while no agent ran is brought up to date, not rebuilt; later
+refreshes re-index only the files inotify reported. Without inotify (not Linux, or out of
+watches) every refresh walks the tree, which is slower but just as correct.
+
+Indexing many notes is a pipeline: this thread reads and analyses them while a writer thread
+feeds SQLite, whose FTS5 work runs without the GIL, so on two cores the two halves overlap.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import queue
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from acp_memory.memory.index.files import Stamp, read_note, stamp_of, walk_notes
 from acp_memory.memory.roots import is_note_name
 from acp_memory.memory.watch import Watcher
-from acp_memory.paths import resolves_inside
 from acp_memory.text.analyze import analyze, document_terms, tokens
 
 log = logging.getLogger(__name__)
 
-Stat = tuple[int, int, int]
+# (notes done, notes to do): called as indexing goes, from the thread that asked for it.
+Progress = Callable[[int, int], None]
+# Notes analysed per hand-over to the writer, and the text a transaction takes before commit:
+# each commit flushes FTS5's pending terms as a segment, so fewer, larger ones build faster.
+_BATCH = 256
+_COMMIT_CHARS = 32 << 20
+_PIPELINE_FROM = 2 * _BATCH  # below this, one thread does it all
 
 
 def path_terms(rel: str) -> str:
@@ -33,6 +44,10 @@ def path_terms(rel: str) -> str:
     return " ".join(out)
 
 
+# A note ready for the writer: (path, stamp, path column, exact column, stems column).
+Row = tuple[str, Stamp, str, str, str]
+
+
 class FileSync:
     """Brings one root's index up to date with its files; not thread-safe (the index locks)."""
 
@@ -41,17 +56,25 @@ class FileSync:
         self._db = db
         self._watcher: Watcher | None = None
         self._synced = False
+        self.changes = 0  # notes indexed or dropped so far: what asks for new vectors
 
-    def refresh(self) -> None:
-        """Bring the index up to date with the files on disk."""
+    @property
+    def synced(self) -> bool:
+        """Whether a full walk has been done, so that a refresh only drains the watcher."""
+        return self._synced
+
+    def refresh(
+        self, progress: Progress | None = None, stop: Callable[[], bool] | None = None
+    ) -> bool:
+        """Bring the index up to date with the files on disk; False when `stop` cut it short."""
         if self._synced and self._watcher is not None:
             changes = self._watcher.drain()
             if not changes.rescan:
                 if changes.files:
-                    stats = {rel: self._stat(rel) for rel in changes.files}
+                    stats = {rel: stamp_of(self.root, rel) for rel in changes.files}
                     self._apply(stats, forced=changes.files)
-                return
-        self._full_sync()
+                return True
+        return self._full_sync(progress, stop)
 
     def close(self) -> None:
         """Stop watching the root; the next refresh walks it again."""
@@ -60,7 +83,7 @@ class FileSync:
             self._watcher = None
         self._synced = False
 
-    def _full_sync(self) -> None:
+    def _full_sync(self, progress: Progress | None, stop: Callable[[], bool] | None) -> bool:
         self.close()
         watcher: Watcher | None
         try:
@@ -68,98 +91,170 @@ class FileSync:
         except OSError:
             watcher = None
         try:
-            seen = dict(self._walk(watcher))
+            seen = dict(walk_notes(self.root, watcher.add if watcher else None))
         except OSError as exc:
             # Out of inotify watches, most likely: fall back to a walk on every search.
             log.info("search index for %s runs without change notification: %s", self.root, exc)
             if watcher is not None:
                 watcher.close()
             watcher = None
-            seen = dict(self._walk(None))
+            seen = dict(walk_notes(self.root))
         known = {row[0] for row in self._db.execute("SELECT path FROM files")}
-        updates: dict[str, Stat | None] = dict(seen)
+        updates: dict[str, Stamp | None] = dict(seen)
         updates.update({rel: None for rel in known - seen.keys()})
-        self._apply(updates, forced=set())
+        if not self._apply(updates, forced=set(), progress=progress, stop=stop):
+            if watcher is not None:
+                watcher.close()
+            return False
         self._watcher = watcher
         self._synced = watcher is not None
+        return True
 
-    def _walk(self, watcher: Watcher | None) -> Iterator[tuple[str, Stat]]:
-        real_root = self.root.resolve()
-        stack = [(str(self.root), "")]
-        while stack:
-            folder, rel = stack.pop()
-            if watcher is not None:
-                watcher.add(folder, rel)  # before listing, so nothing slips between the two
-            try:
-                it = os.scandir(folder)
-            except OSError:
-                continue
-            with it:
-                for entry in it:
-                    if entry.name.startswith("."):
-                        continue
-                    child = f"{rel}/{entry.name}" if rel else entry.name
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append((entry.path, child))
-                        elif is_note_name(entry.name) and entry.is_file():
-                            if entry.is_symlink() and not resolves_inside(entry.path, real_root):
-                                continue
-                            st = entry.stat()
-                            yield child, (st.st_mtime_ns, st.st_size, st.st_ino)
-                    except OSError:
-                        continue
+    def _apply(
+        self,
+        updates: dict[str, Stamp | None],
+        forced: set[str],
+        progress: Progress | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Re-index changed notes and drop vanished ones; False when `stop` cut it short
+        (what was committed stays: the next sync compares stamps and does the rest)."""
+        gone, todo = self._changes(updates, forced)
+        self.changes += len(gone) + len(todo)
+        if gone:
+            with _transaction(self._db):
+                _drop(self._db, gone)
+        if not todo:
+            return True
+        total = len(todo)
+        if total < _PIPELINE_FROM:
+            with _transaction(self._db):
+                _write(self._db, self._rows(todo))
+            if progress is not None:
+                progress(total, total)
+            return True
+        return self._pipeline(todo, progress, stop)
 
-    def _stat(self, rel: str) -> Stat | None:
-        path = self.root / rel
-        try:
-            if path.is_symlink() and not resolves_inside(path, self.root.resolve()):
-                return None
-            st = path.stat()
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size, st.st_ino) if path.is_file() else None
-
-    def _apply(self, updates: dict[str, Stat | None], forced: set[str]) -> None:
-        """Re-index changed notes and drop vanished ones, in one transaction."""
-        if not updates:
-            return
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for rel, stat in updates.items():
-                row = db.execute(
-                    "SELECT id, mtime_ns, size, ino FROM files WHERE path = ?", (rel,)
-                ).fetchone()
-                if stat is None or not is_note_name(rel.rsplit("/", 1)[-1]):
-                    if row is not None:
-                        db.execute("DELETE FROM files WHERE id = ?", (row[0],))
-                        db.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
-                    continue
-                if row is not None and tuple(row[1:]) == stat and rel not in forced:
-                    continue
-                self._index_file(db, rel, stat, row[0] if row else None)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-
-    def _index_file(self, db: sqlite3.Connection, rel: str, stat: Stat, rowid: int | None) -> None:
-        try:
-            text = (self.root / rel).read_bytes().decode("utf-8", errors="replace")
-        except OSError:
-            return
-        exact, stems = document_terms(text)
-        if rowid is None:
-            rowid = db.execute(
-                "INSERT INTO files(path, mtime_ns, size, ino) VALUES (?, ?, ?, ?)", (rel, *stat)
-            ).lastrowid
+    def _changes(
+        self, updates: dict[str, Stamp | None], forced: set[str]
+    ) -> tuple[list[int], list[tuple[str, Stamp]]]:
+        """The ids of notes gone and the (path, stamp) of notes to index."""
+        if len(updates) > 64:
+            rows = self._db.execute("SELECT path, id, mtime_ns, size, ino FROM files")
         else:
-            db.execute(
-                "UPDATE files SET mtime_ns = ?, size = ?, ino = ? WHERE id = ?", (*stat, rowid)
+            marks = ",".join("?" * len(updates))
+            rows = self._db.execute(
+                f"SELECT path, id, mtime_ns, size, ino FROM files WHERE path IN ({marks})",
+                list(updates),
             )
-            db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
-        db.execute(
-            "INSERT INTO fts(rowid, path, exact, stems) VALUES (?, ?, ?, ?)",
-            (rowid, path_terms(rel), exact, stems),
-        )
+        known = {path: (rowid, (mtime, size, ino)) for path, rowid, mtime, size, ino in rows}
+        gone: list[int] = []
+        todo: list[tuple[str, Stamp]] = []
+        for rel, stamp in updates.items():
+            row = known.get(rel)
+            if stamp is None or not is_note_name(rel.rsplit("/", 1)[-1]):
+                if row is not None:
+                    gone.append(row[0])
+            elif row is None or row[1] != stamp or rel in forced:
+                todo.append((rel, stamp))
+        return gone, todo
+
+    def _rows(self, todo: Iterable[tuple[str, Stamp]]) -> Iterator[Row]:
+        for rel, stamp in todo:
+            text = read_note(self.root, rel)
+            if text is not None:
+                yield (rel, stamp, path_terms(rel), *document_terms(text))
+
+    def _pipeline(
+        self, todo: list[tuple[str, Stamp]], progress: Progress | None,
+        stop: Callable[[], bool] | None,
+    ) -> bool:
+        handoff: queue.Queue[list[Row] | None] = queue.Queue(maxsize=4)
+        failure: list[BaseException] = []
+
+        def writer() -> None:
+            try:
+                _write_batches(self._db, iter(handoff.get, None))
+            except BaseException as exc:  # handed to the caller's thread below
+                failure.append(exc)
+                while handoff.get() is not None:  # let the producer finish its puts
+                    pass
+
+        # Threads are the point here: SQLite indexes one batch while Python analyses the next.
+        thread = threading.Thread(target=writer, name=f"index {self.root}", daemon=True)
+        thread.start()
+        stopped = False
+        try:
+            for start in range(0, len(todo), _BATCH):
+                if failure:
+                    break
+                if stop is not None and stop():
+                    stopped = True
+                    break
+                handoff.put(list(self._rows(todo[start : start + _BATCH])))
+                if progress is not None:
+                    progress(min(len(todo), start + _BATCH), len(todo))
+        finally:
+            handoff.put(None)
+            thread.join()
+        if failure:
+            raise failure[0]
+        return not stopped
+
+
+class _transaction:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any error."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def _drop(db: sqlite3.Connection, ids: list[int]) -> None:
+    params = [(i,) for i in ids]
+    db.executemany("DELETE FROM files WHERE id = ?", params)
+    db.executemany("DELETE FROM fts WHERE rowid = ?", params)
+    db.executemany("DELETE FROM vectors WHERE file_id = ?", params)
+
+
+def _write(db: sqlite3.Connection, rows: Iterable[Row]) -> int:
+    """Index rows in the open transaction; returns the characters written."""
+    chars = 0
+    fts_rows = []
+    for rel, stamp, path_column, exact, stems in rows:
+        # An upsert: another process may have indexed this path since our walk.
+        (rowid,) = db.execute(
+            "INSERT INTO files(path, mtime_ns, size, ino) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, "
+            "size = excluded.size, ino = excluded.ino RETURNING id",
+            (rel, *stamp),
+        ).fetchone()
+        fts_rows.append((rowid, path_column, exact, stems))
+        chars += len(exact) + len(stems)
+    ids = [(row[0],) for row in fts_rows]
+    db.executemany("DELETE FROM fts WHERE rowid = ?", ids)
+    db.executemany("DELETE FROM vectors WHERE file_id = ?", ids)  # its text changed
+    db.executemany("INSERT INTO fts(rowid, path, exact, stems) VALUES (?, ?, ?, ?)", fts_rows)
+    return chars
+
+
+def _write_batches(db: sqlite3.Connection, batches: Iterator[list[Row]]) -> None:
+    """Write batches in transactions of about _COMMIT_CHARS each."""
+    pending = 0
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for batch in batches:
+            pending += _write(db, batch)
+            if pending >= _COMMIT_CHARS:
+                db.execute("COMMIT")
+                db.execute("BEGIN IMMEDIATE")
+                pending = 0
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise

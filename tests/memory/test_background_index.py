@@ -1,0 +1,297 @@
+"""Indexes built in the background: a search meanwhile scans the files and says so; a root
+changed while no agent ran is brought up to date by its stamps; a session opening starts it.
+
+The build is held half-way by a gate in FileSync's reading of the notes (the index is then
+neither empty nor ready), and released by the test; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from engine.turnkit import fake_config, turn_agent
+from fakes.embeddings_server import FakeEmbeddings, keyed
+
+from acp_memory.config import Config, Paths
+from acp_memory.config.models import EmbeddingsConfig, MemoryConfig, ProviderConfig
+from acp_memory.llm.embeddings import embeddings_for
+from acp_memory.memory import scan as scan_module
+from acp_memory.memory.index.indexes import SearchIndexes
+from acp_memory.memory.index.keeper import IndexKeeper
+from acp_memory.memory.index.sync import FileSync, Row
+from acp_memory.memory.roots import Roots
+from acp_memory.memory.store import MemoryStore
+from acp_memory.memory.tools import memory_tools
+from acp_memory.tools.base import Tool, ToolContext
+
+pytestmark = pytest.mark.anyio
+
+CTX = ToolContext(session_id="sess_test", cwd=Path("/"), mode="agent")
+BOUND_S = 10
+# Enough notes for the pipelined build (more than two of its batches).
+MANY = 600
+BUILDING = "(index still building: direct scan)"
+
+
+def write_many(root: Path, count: int = MANY) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (root / f"n{i:04}.md").write_text(f"Routine note number {i} about the garden.")
+    (root / "heron.md").write_text("A grey heron fishes in the pond at dawn.")
+
+
+class HeldBuild:
+    """Holds every index build after its first note until `release`; `reading` is set then."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reading = threading.Event()
+        self.released = threading.Event()
+        real = FileSync._rows
+
+        def held(sync: FileSync, todo: Iterable[tuple[str, Any]]) -> Iterator[Row]:
+            for n, row in enumerate(real(sync, todo)):
+                if n == 1:
+                    self.reading.set()
+                    assert self.released.wait(BOUND_S), "the test never released the build"
+                yield row
+
+        monkeypatch.setattr(FileSync, "_rows", held)
+
+    async def wait_reading(self) -> None:
+        assert await anyio.to_thread.run_sync(self.reading.wait, BOUND_S)
+
+    def release(self) -> None:
+        self.released.set()
+
+
+class Finished:
+    """The roots the keeper finished with (built, then embedded), in order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.roots: list[Path] = []
+        self._changed = anyio.Event()
+        real = IndexKeeper._keep
+
+        async def watched(keeper: IndexKeeper, root: Path) -> None:
+            try:
+                await real(keeper, root)
+            finally:
+                self.roots.append(root)
+                self._changed.set()
+                self._changed = anyio.Event()
+
+        monkeypatch.setattr(IndexKeeper, "_keep", watched)
+
+    async def wait_for(self, root: Path, times: int = 1) -> None:
+        with anyio.fail_after(BOUND_S):
+            while self.roots.count(root) < times:  # roots are absolute here
+                await self._changed.wait()
+
+
+def search_tool(store: MemoryStore) -> Tool:
+    return {t.name: t for t in memory_tools(store, MemoryConfig(max_search_hits=3))}[
+        "memory_search"
+    ]
+
+
+async def test_a_search_during_the_background_build_scans_the_files_and_says_so(
+    roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_many(roots.global_root)
+    held, finished = HeldBuild(monkeypatch), Finished(monkeypatch)
+    query = {"query": "heron pond", "scope": "global"}
+    with SearchIndexes(tmp_path / "cache") as indexes:
+        async with anyio.create_task_group() as owner:
+            IndexKeeper(indexes, lambda: owner)
+            store = MemoryStore(roots, tmp_path / "cache", 16 * 1024, indexes=indexes)
+            tool = search_tool(store)
+            # The first search asks the keeper for the build and scans meanwhile.
+            with anyio.fail_after(BOUND_S):
+                first = await tool.run(query, CTX)
+            assert first.text.startswith(BUILDING + "\n") and "global:heron.md" in first.text
+            await held.wait_reading()  # the build is under way, half done
+            with anyio.fail_after(BOUND_S):
+                during = await anyio.to_thread.run_sync(store.search, "heron pond", "global", 3)
+            assert during.partial and [h.path for h in during] == ["global:heron.md"]
+            with anyio.fail_after(BOUND_S):
+                nothing = await tool.run({"query": "kingfisher", "scope": "global"}, CTX)
+            assert nothing.text == f"{BUILDING}\nno matching notes for 'kingfisher' in global."
+            assert not indexes.ready(roots.global_root)
+            held.release()
+            await finished.wait_for(roots.global_root)
+            with anyio.fail_after(BOUND_S):
+                after = await tool.run(query, CTX)
+                hits = await anyio.to_thread.run_sync(store.search, "heron pond", "global", 3)
+            assert not after.text.startswith("(") and "global:heron.md" in after.text
+            assert not hits.partial and hits[0].path == "global:heron.md"
+
+
+async def test_a_scan_gives_way_to_the_index_once_it_is_ready(
+    roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_many(roots.global_root)
+    held = HeldBuild(monkeypatch)
+    ready = threading.Event()
+    read = scan_module.read_note
+
+    def read_then_finish_the_build(root: Path, rel: str) -> str | None:
+        held.release()  # the index becomes ready early in the scan
+        assert ready.wait(BOUND_S)
+        return read(root, rel)
+
+    monkeypatch.setattr(scan_module, "read_note", read_then_finish_the_build)
+    with SearchIndexes(tmp_path / "cache") as indexes:
+        build = indexes.build
+
+        def build_then_say(root: Path, *args: Any) -> bool:
+            try:
+                return build(root, *args)
+            finally:
+                ready.set()
+
+        monkeypatch.setattr(indexes, "build", build_then_say)
+        async with anyio.create_task_group() as owner:
+            IndexKeeper(indexes, lambda: owner)
+            store = MemoryStore(roots, tmp_path / "cache", 16 * 1024, indexes=indexes)
+            with anyio.fail_after(BOUND_S):
+                hits = await anyio.to_thread.run_sync(store.search, "heron pond", "global", 3)
+    assert not hits.partial and [h.path for h in hits] == ["global:heron.md"]
+
+
+async def test_stopping_the_owner_mid_build_stops_the_build_quietly(
+    roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    write_many(roots.global_root)
+    held = HeldBuild(monkeypatch)
+    with SearchIndexes(tmp_path / "cache") as indexes:
+        async with anyio.create_task_group() as owner:
+            IndexKeeper(indexes, lambda: owner).keep([roots.global_root])
+            await held.wait_reading()
+            owner.cancel_scope.cancel()  # the agent shuts down while the build runs
+            held.release()  # its next batch finds the owner gone
+        assert not indexes.ready(roots.global_root)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_without_a_keeper_the_search_builds_the_index_itself(
+    roots: Roots, tmp_path: Path
+) -> None:
+    write_many(roots.global_root, 10)
+    with MemoryStore(roots, tmp_path / "cache", 16 * 1024) as store:
+        hits = store.search("heron pond", "global", 3)
+    assert not hits.partial and [h.path for h in hits] == ["global:heron.md"]
+
+
+async def test_a_root_changed_while_no_agent_ran_is_brought_up_to_date_by_its_stamps(
+    roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = roots.global_root
+    write_many(root)
+    with SearchIndexes(tmp_path / "cache") as first:
+        assert first.build(root)
+    # While no agent runs: two notes edited, one deleted, one added.
+    (root / "n0007.md").write_text("The kingfisher came back to the willow.")
+    (root / "n0300.md").write_text("Routine note number 300, now about the kingfisher too.")
+    (root / "n0400.md").unlink()
+    (root / "new.md").write_text("A new note on the kingfisher's nest.")
+    indexed: list[str] = []
+    real = FileSync._rows
+
+    def counted(sync: FileSync, todo: Iterable[tuple[str, Any]]) -> Iterator[Row]:
+        listed = list(todo)
+        indexed.extend(rel for rel, _ in listed)
+        return real(sync, listed)
+
+    monkeypatch.setattr(FileSync, "_rows", counted)
+    finished = Finished(monkeypatch)
+    with SearchIndexes(tmp_path / "cache") as indexes:
+        async with anyio.create_task_group() as owner:
+            IndexKeeper(indexes, lambda: owner).keep([root])
+            await finished.wait_for(root)
+        assert sorted(indexed) == ["n0007.md", "n0300.md", "new.md"]
+        with indexes._lease(root) as index:
+            assert index._sync.changes == 4  # the three read, and the one deleted
+        store = MemoryStore(roots, tmp_path / "cache", 16 * 1024, indexes=indexes)
+        hits = store.search("kingfisher", "global", 8)
+        assert sorted(h.path for h in hits) == ["global:n0007.md", "global:n0300.md",
+                                                "global:new.md"]
+        assert not hits.partial
+        assert "global:n0400.md" not in [h.path for h in store.search("number 400", "global")]
+
+
+async def test_the_keeper_embeds_what_changed_and_retries_a_failed_batch_later(
+    roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    root = roots.global_root
+    write_many(root, 5)
+    finished = Finished(monkeypatch)
+    caplog.set_level(logging.WARNING, "acp_memory.memory.index.keeper")
+    vector_of = keyed({"heron": [1.0, 0.0]}, default=[0.0, 1.0])
+    async with FakeEmbeddings(vector_of, api_key="the right key") as server:
+        provider = ProviderConfig(name="emb", type="openai", api_base=server.base_url,
+                                  api_key="the right key")
+        cfg = Config(providers=[provider],
+                     memory=MemoryConfig(embeddings=EmbeddingsConfig(model="emb/e")))
+        with SearchIndexes(tmp_path / "cache", embeddings=embeddings_for(cfg)) as indexes:
+            async with anyio.create_task_group() as owner:
+                keeper = IndexKeeper(indexes, lambda: owner)
+                store = MemoryStore(roots, tmp_path / "cache", 16 * 1024, indexes=indexes)
+                server.api_key = "another key"  # the provider refuses: said once in the log
+                for attempt in (1, 2):
+                    keeper.keep([root])
+                    await finished.wait_for(root, attempt)
+                warned = [r.getMessage() for r in caplog.records]
+                assert len(warned) == 1 and "HTTP 401" in warned[0]
+                pending = await anyio.to_thread.run_sync(indexes.pending_vectors, root, 10)
+                assert len(pending) == 6  # no vector written for a failed batch
+                server.api_key = "the right key"  # it answers again: the next pass embeds all
+                keeper.keep([root])
+                await finished.wait_for(root, 3)
+                assert await anyio.to_thread.run_sync(indexes.pending_vectors, root, 10) == []
+                sent = len(server.inputs)
+                store.save("Heron", "The heron left the pond.", "global", "n0002.md")
+                # The next search sees the edit and asks the keeper for that note's vector.
+                await anyio.to_thread.run_sync(store.search, "garden", "global", 3)
+                await finished.wait_for(root, 4)
+                embedded = [text for text in server.inputs[sent:] if text != "garden"]
+                assert embedded == ["n0002\nn0002.md\nThe heron left the pond."]
+
+
+async def test_opening_a_session_starts_building_both_roots_in_the_background(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    global_root, project_root = paths.home / "memory", paths.cwd / "memory"
+    write_many(global_root, 3)
+    write_many(project_root, 3)
+    asked: list[Path] = []
+    real_keep = IndexKeeper.keep
+
+    def keep(self: IndexKeeper, roots: Iterable[Path]) -> None:
+        roots = list(roots)
+        asked.extend(roots)
+        real_keep(self, roots)
+
+    monkeypatch.setattr(IndexKeeper, "keep", keep)
+    finished = Finished(monkeypatch)
+    for enable in (False, True):
+        cfg = fake_config("http://127.0.0.1:9/v1")  # no model is called
+        cfg.memory = MemoryConfig(enable=enable)
+        async with turn_agent(cfg, paths) as (ed, agent):
+            with anyio.fail_after(BOUND_S):
+                await ed.start_session(paths.cwd)
+            if not enable:
+                assert asked == []  # memory off: nothing is built
+                continue
+            assert sorted(asked) == sorted([global_root, project_root])
+            await finished.wait_for(global_root)
+            await finished.wait_for(project_root)
+            indexes = agent.runner.memory.indexes()
+            assert indexes.ready(global_root) and indexes.ready(project_root)
