@@ -5,16 +5,15 @@ what changed, so a root edited while no agent ran is brought up to date, not reb
 refreshes re-index only the files inotify reported. Without inotify (not Linux, or out of
 watches) every refresh walks the tree, which is slower but just as correct.
 
-Indexing many notes is a pipeline: this thread reads and analyses them while a writer thread
-feeds SQLite, whose FTS5 work runs without the GIL, so on two cores the two halves overlap.
+Many notes are indexed a batch at a time, committed about every 32 MB, so memory stays bounded
+and a build cut short keeps what it committed. (A writer thread feeding SQLite while this one
+analysed the next batch gained nothing measurable on two cores: each half slowed the other.)
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -27,11 +26,10 @@ log = logging.getLogger(__name__)
 
 # (notes done, notes to do): called as indexing goes, from the thread that asked for it.
 Progress = Callable[[int, int], None]
-# Notes analysed per hand-over to the writer, and the text a transaction takes before commit:
-# each commit flushes FTS5's pending terms as a segment, so fewer, larger ones build faster.
+# Notes analysed and written at a time, and the text a transaction takes before commit: each
+# commit flushes FTS5's pending terms as a segment, so fewer, larger ones build faster.
 _BATCH = 256
 _COMMIT_CHARS = 32 << 20
-_PIPELINE_FROM = 2 * _BATCH  # below this, one thread does it all
 
 
 def path_terms(rel: str) -> str:
@@ -126,14 +124,7 @@ class FileSync:
                 _drop(self._db, gone)
         if not todo:
             return True
-        total = len(todo)
-        if total < _PIPELINE_FROM:
-            with _transaction(self._db):
-                _write(self._db, self._rows(todo))
-            if progress is not None:
-                progress(total, total)
-            return True
-        return self._pipeline(todo, progress, stop)
+        return self._in_batches(todo, progress, stop)
 
     def _changes(
         self, updates: dict[str, Stamp | None], forced: set[str]
@@ -165,41 +156,33 @@ class FileSync:
             if text is not None:
                 yield (rel, stamp, path_terms(rel), *document_terms(text))
 
-    def _pipeline(
+    def _in_batches(
         self, todo: list[tuple[str, Stamp]], progress: Progress | None,
         stop: Callable[[], bool] | None,
     ) -> bool:
-        handoff: queue.Queue[list[Row] | None] = queue.Queue(maxsize=4)
-        failure: list[BaseException] = []
-
-        def writer() -> None:
-            try:
-                _write_batches(self._db, iter(handoff.get, None))
-            except BaseException as exc:  # handed to the caller's thread below
-                failure.append(exc)
-                while handoff.get() is not None:  # let the producer finish its puts
-                    pass
-
-        # Threads are the point here: SQLite indexes one batch while Python analyses the next.
-        thread = threading.Thread(target=writer, name=f"index {self.root}", daemon=True)
-        thread.start()
-        stopped = False
+        """Index todo a batch at a time, committing about every _COMMIT_CHARS: memory stays
+        bounded, and a build cut short keeps what it committed."""
+        pending = 0
+        self._db.execute("BEGIN IMMEDIATE")
         try:
             for start in range(0, len(todo), _BATCH):
-                if failure:
-                    break
                 if stop is not None and stop():
-                    stopped = True
                     break
-                handoff.put(list(self._rows(todo[start : start + _BATCH])))
+                pending += _write(self._db, self._rows(todo[start : start + _BATCH]))
+                if pending >= _COMMIT_CHARS:
+                    self._db.execute("COMMIT")
+                    self._db.execute("BEGIN IMMEDIATE")
+                    pending = 0
                 if progress is not None:
                     progress(min(len(todo), start + _BATCH), len(todo))
-        finally:
-            handoff.put(None)
-            thread.join()
-        if failure:
-            raise failure[0]
-        return not stopped
+            else:
+                self._db.execute("COMMIT")
+                return True
+            self._db.execute("COMMIT")
+            return False
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
 
 class _transaction:
@@ -241,20 +224,3 @@ def _write(db: sqlite3.Connection, rows: Iterable[Row]) -> int:
     db.executemany("DELETE FROM vectors WHERE file_id = ?", ids)  # its text changed
     db.executemany("INSERT INTO fts(rowid, path, exact, stems) VALUES (?, ?, ?, ?)", fts_rows)
     return chars
-
-
-def _write_batches(db: sqlite3.Connection, batches: Iterator[list[Row]]) -> None:
-    """Write batches in transactions of about _COMMIT_CHARS each."""
-    pending = 0
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        for batch in batches:
-            pending += _write(db, batch)
-            if pending >= _COMMIT_CHARS:
-                db.execute("COMMIT")
-                db.execute("BEGIN IMMEDIATE")
-                pending = 0
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
