@@ -153,3 +153,19 @@ def test_the_number_of_open_roots_comes_from_the_config(tmp_path: Path) -> None:
                   sessions_dir=tmp_path / "s", cwd=tmp_path)
     with MemoryStore.from_config(cfg, paths) as store:
         assert store.indexes.max_roots == 3 and store.indexes.cache_dir == paths.cache_dir
+
+
+def test_a_large_update_gives_back_its_write_ahead_log_while_the_index_stays_open(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "memory"
+    root.mkdir()
+    for i in range(1100):  # past the size from which an update truncates its WAL
+        (root / f"n{i}.md").write_text(f"note {i} about walruses and their tusks " * 20)
+    with SearchIndexes(tmp_path / "cache") as indexes:
+        indexes.build(root)
+        with indexes._lease(root) as index:
+            assert index.db_path is not None
+            wal = Path(f"{index.db_path}-wal")
+            assert wal.exists() and wal.stat().st_size == 0
+        assert len(indexes.candidates(root, parse_query("walrus tusks"), 8)) == 8

@@ -30,6 +30,7 @@ Progress = Callable[[int, int], None]
 # commit flushes FTS5's pending terms as a segment, so fewer, larger ones build faster.
 _BATCH = 256
 _COMMIT_CHARS = 32 << 20
+_SHRINK_WAL_FROM = 4 * _BATCH  # notes written by one update
 
 
 def path_terms(rel: str) -> str:
@@ -163,10 +164,12 @@ class FileSync:
         """Index todo a batch at a time, committing about every _COMMIT_CHARS: memory stays
         bounded, and a build cut short keeps what it committed."""
         pending = 0
+        done = True
         self._db.execute("BEGIN IMMEDIATE")
         try:
             for start in range(0, len(todo), _BATCH):
                 if stop is not None and stop():
+                    done = False
                     break
                 pending += _write(self._db, self._rows(todo[start : start + _BATCH]))
                 if pending >= _COMMIT_CHARS:
@@ -175,14 +178,15 @@ class FileSync:
                     pending = 0
                 if progress is not None:
                     progress(min(len(todo), start + _BATCH), len(todo))
-            else:
-                self._db.execute("COMMIT")
-                return True
             self._db.execute("COMMIT")
-            return False
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
+        if len(todo) >= _SHRINK_WAL_FROM:
+            # The WAL keeps the size of the largest transaction (about 80 MB for 10,000 notes)
+            # until truncated; a reader still in it just leaves that for a later checkpoint.
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return done
 
 
 class _transaction:
