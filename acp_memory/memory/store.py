@@ -339,6 +339,7 @@ class MemoryStore(ClosedOnExit):
             raise NoteError(f"cannot {doing} {loc.display}: {_describe(exc)}") from None
         finally:
             os.close(fd)  # closing releases the lock
+        self.indexes.notes_changed(loc.root)
 
 
 def _acquire(fd: int, scope: str, timeout: float) -> None:

@@ -295,3 +295,29 @@ async def test_opening_a_session_starts_building_both_roots_in_the_background(
             await finished.wait_for(project_root)
             indexes = agent.runner.memory.indexes()
             assert indexes.ready(global_root) and indexes.ready(project_root)
+
+
+async def test_a_note_the_store_saves_gets_its_vector_without_waiting_for_a_search(
+    roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = roots.global_root
+    write_many(root, 3)
+    finished = Finished(monkeypatch)
+    async with FakeEmbeddings(keyed({}, default=[1.0, 0.0])) as server:
+        provider = ProviderConfig(name="emb", type="openai", api_base=server.base_url)
+        cfg = Config(providers=[provider],
+                     memory=MemoryConfig(embeddings=EmbeddingsConfig(model="emb/e")))
+        with SearchIndexes(tmp_path / "cache", embeddings=embeddings_for(cfg)) as indexes:
+            async with anyio.create_task_group() as owner:
+                keeper = IndexKeeper(indexes, lambda: owner)
+                store = MemoryStore(roots, tmp_path / "cache", 16 * 1024, indexes=indexes)
+                keeper.keep([root])
+                await finished.wait_for(root, 1)
+                sent = len(server.inputs)
+                # As the memory tools call it: from a worker thread, and no search after it.
+                await anyio.to_thread.run_sync(
+                    store.save, "Kingfisher", "A kingfisher came to the pond.", "global")
+                await finished.wait_for(root, 2)
+                assert server.inputs[sent:] == [
+                    "kingfisher\nkingfisher.md\nA kingfisher came to the pond."
+                ]

@@ -114,6 +114,12 @@ class SearchIndexes(ClosedOnExit):
         with self._lease(root) as index:
             return index.nearest(self.embeddings.key, vector, depth)
 
+    def notes_changed(self, root: Path) -> None:
+        """A store wrote in root: with embeddings, the keeper re-indexes the note and makes its
+        vector now, not at the next search."""
+        if self.embeddings is not None and self.background is not None:
+            self.background(root)
+
     def ready(self, root: Path) -> bool:
         """Whether root's open index is in step with its files (a search may use it)."""
         with self._lock:
