@@ -8,6 +8,7 @@ Every failure is an `EmbeddingsUnavailable` whose message is the one line a sear
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any, NoReturn
 
 import httpx
@@ -43,6 +44,7 @@ class Embeddings:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._problem = problem  # set when no request can succeed (an unknown provider, ...)
         self._client: httpx.Client | None = None
+        self._making = threading.Lock()
 
     @property
     def batch(self) -> int:
@@ -61,8 +63,9 @@ class Embeddings:
         """The vector of one query, within timeout_ms (blocking: call it off the event loop)."""
         self._refuse_if_impossible()
         timeout = self.settings.timeout_ms / 1000
-        if self._client is None:
-            self._client = httpx.Client(timeout=timeout)
+        with self._making:  # two searching threads share one client (and its connections)
+            if self._client is None:
+                self._client = httpx.Client(timeout=timeout)
         try:
             response = self._client.post(
                 self.url, json=self._body([text]), headers=self._headers, timeout=timeout
