@@ -62,7 +62,8 @@ def search_notes(
     if not parsed.terms:
         return Hits()
     where = [(scope, roots.root_of(scope)) for scope in scopes]
-    fusing = indexes.embeddings is not None
+    embeddings = indexes.embeddings
+    fusing = embeddings is not None
     lists = [(scope, root, indexes.lists(root, parsed, DEPTH if fusing else limit))
              for scope, root in where]
     pattern = _highlight_pattern(parsed.terms)
@@ -82,24 +83,27 @@ def search_notes(
         ranked = [(scope, root, c.rel, round(c.score + (TIERS - 1 - c.tier) * lift, 3))
                   for scope, root, c in words]
         return _hits(ranked, pattern, limit, total)
-    broad = sorted(((scope, root, c.rel, c.score) for scope, root, found in lists if found
-                    for c in found.broad), key=lambda x: (-x[3], f"{x[0]}:{x[2]}"))
-    ranked_lists = [[(s, r, c.rel, c.score) for s, r, c in words][:DEPTH], broad[:DEPTH]]
+    assert embeddings is not None
+    broad = _best_first((scope, root, c.rel, c.score) for scope, root, found in lists if found
+                        for c in found.broad)
+    ranked_lists = [[(s, r, c.rel, c.score) for s, r, c in words][:DEPTH], broad]
     unavailable = ""
     try:
-        assert indexes.embeddings is not None
-        vector = indexes.embeddings.embed_query(redact_text(query))  # never a secret out
+        vector = embeddings.embed_query(redact_text(query))  # never a secret out
     except EmbeddingsUnavailable as exc:
         unavailable = str(exc)
     else:
-        near = sorted(((scope, root, rel, score) for scope, root in where
-                       for rel, score in indexes.nearest(root, vector, DEPTH)),
-                      key=lambda x: (-x[3], f"{x[0]}:{x[2]}"))
-        ranked_lists.append(near[:DEPTH])
+        ranked_lists.append(_best_first((scope, root, rel, score) for scope, root in where
+                                        for rel, score in indexes.nearest(root, vector, DEPTH)))
     fused = fuse(ranked_lists)
     hits = _hits(fused, pattern, limit, max(total, len(fused)))
     hits.unavailable = unavailable
     return hits
+
+
+def _best_first(found: Iterable[_Found]) -> list[_Found]:
+    """The notes of both roots by score, ties by `scope:path`, to DEPTH."""
+    return sorted(found, key=lambda x: (-x[3], x[0], x[2]))[:DEPTH]
 
 
 def fuse(ranked_lists: list[list[_Found]]) -> list[_Found]:

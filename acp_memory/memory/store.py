@@ -23,7 +23,7 @@ from pathlib import Path
 
 from acp_memory.atomic import write_atomic
 from acp_memory.config import Config, Paths
-from acp_memory.llm.embeddings import embeddings_for
+from acp_memory.llm.embeddings import Embeddings, embeddings_for
 from acp_memory.memory.index.indexes import DEFAULT_MAX_ROOTS, ClosedOnExit, SearchIndexes
 from acp_memory.memory.redact import Redaction, redact
 from acp_memory.memory.roots import (
@@ -85,13 +85,14 @@ class MemoryStore(ClosedOnExit):
         *,
         indexes: SearchIndexes | None = None,
         max_index_roots: int = DEFAULT_MAX_ROOTS,
+        embeddings: Embeddings | None = None,
     ) -> None:
         self.roots = roots
         self.cache_dir = cache_dir
         self.max_note_bytes = max_note_bytes
         self.lock_timeout = lock_timeout  # seconds a write waits for another process's lock
         self._owns_indexes = indexes is None
-        self.indexes = indexes if indexes is not None else SearchIndexes(cache_dir, max_index_roots)
+        self.indexes = indexes or SearchIndexes(cache_dir, max_index_roots, embeddings)
         self._said_unavailable = False  # the embeddings' failure is told once per store
 
     @classmethod
@@ -108,10 +109,9 @@ class MemoryStore(ClosedOnExit):
         process; without one the store opens its own (with the configured embeddings), which
         `close()` releases.
         """
-        store = cls(Roots.from_config(cfg, paths, cwd), paths.cache_dir,
-                    cfg.memory.max_note_bytes, indexes=indexes or indexes_for(cfg, paths))
-        store._owns_indexes = indexes is None
-        return store
+        return cls(Roots.from_config(cfg, paths, cwd), paths.cache_dir, cfg.memory.max_note_bytes,
+                   indexes=indexes, max_index_roots=cfg.memory.index_max_roots,
+                   embeddings=embeddings_for(cfg) if indexes is None else None)
 
     def close(self) -> None:
         """Close the search indexes this store opened (shared ones belong to their owner)."""

@@ -94,6 +94,14 @@ class Finished:
                 await self._changed.wait()
 
 
+def embedding_indexes(server: FakeEmbeddings, tmp_path: Path, key: str = "") -> SearchIndexes:
+    """Search indexes whose embeddings model the fake server serves."""
+    provider = ProviderConfig(name="emb", type="openai", api_base=server.base_url, api_key=key)
+    cfg = Config(providers=[provider],
+                 memory=MemoryConfig(embeddings=EmbeddingsConfig(model="emb/e")))
+    return SearchIndexes(tmp_path / "cache", embeddings=embeddings_for(cfg))
+
+
 def search_tool(store: MemoryStore) -> Tool:
     return {t.name: t for t in memory_tools(store, MemoryConfig(max_search_hits=3))}[
         "memory_search"
@@ -236,11 +244,7 @@ async def test_the_keeper_embeds_what_changed_and_retries_a_failed_batch_later(
     caplog.set_level(logging.WARNING, "acp_memory.memory.index.keeper")
     vector_of = keyed({"heron": [1.0, 0.0]}, default=[0.0, 1.0])
     async with FakeEmbeddings(vector_of, api_key="the right key") as server:
-        provider = ProviderConfig(name="emb", type="openai", api_base=server.base_url,
-                                  api_key="the right key")
-        cfg = Config(providers=[provider],
-                     memory=MemoryConfig(embeddings=EmbeddingsConfig(model="emb/e")))
-        with SearchIndexes(tmp_path / "cache", embeddings=embeddings_for(cfg)) as indexes:
+        with embedding_indexes(server, tmp_path, "the right key") as indexes:
             async with anyio.create_task_group() as owner:
                 keeper = IndexKeeper(indexes, lambda: owner)
                 store = MemoryStore(roots, tmp_path / "cache", 16 * 1024, indexes=indexes)
@@ -257,8 +261,9 @@ async def test_the_keeper_embeds_what_changed_and_retries_a_failed_batch_later(
                 await finished.wait_for(root, 3)
                 assert await anyio.to_thread.run_sync(indexes.pending_vectors, root, 10) == []
                 sent = len(server.inputs)
-                store.save("Heron", "The heron left the pond.", "global", "n0002.md")
-                # The next search sees the edit and asks the keeper for that note's vector.
+                # A hand edit, which no store reports: the next search sees it and asks the
+                # keeper for that note's vector.
+                (root / "n0002.md").write_text("The heron left the pond.")
                 await anyio.to_thread.run_sync(store.search, "garden", "global", 3)
                 await finished.wait_for(root, 4)
                 embedded = [text for text in server.inputs[sent:] if text != "garden"]
@@ -304,10 +309,7 @@ async def test_a_note_the_store_saves_gets_its_vector_without_waiting_for_a_sear
     write_many(root, 3)
     finished = Finished(monkeypatch)
     async with FakeEmbeddings(keyed({}, default=[1.0, 0.0])) as server:
-        provider = ProviderConfig(name="emb", type="openai", api_base=server.base_url)
-        cfg = Config(providers=[provider],
-                     memory=MemoryConfig(embeddings=EmbeddingsConfig(model="emb/e")))
-        with SearchIndexes(tmp_path / "cache", embeddings=embeddings_for(cfg)) as indexes:
+        with embedding_indexes(server, tmp_path) as indexes:
             async with anyio.create_task_group() as owner:
                 keeper = IndexKeeper(indexes, lambda: owner)
                 store = MemoryStore(roots, tmp_path / "cache", 16 * 1024, indexes=indexes)
@@ -321,3 +323,29 @@ async def test_a_note_the_store_saves_gets_its_vector_without_waiting_for_a_sear
                 assert server.inputs[sent:] == [
                     "kingfisher\nkingfisher.md\nA kingfisher came to the pond."
                 ]
+
+
+async def test_a_build_that_fails_is_one_warning_line_and_searches_still_answer(
+    roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    root = roots.global_root
+    write_many(root, 3)
+    finished = Finished(monkeypatch)
+
+    def full_disk(*args: object) -> bool:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(SearchIndexes, "build", full_disk)
+    caplog.set_level(logging.WARNING, "acp_memory.memory.index.keeper")
+    with SearchIndexes(tmp_path / "cache") as indexes:
+        async with anyio.create_task_group() as owner:
+            IndexKeeper(indexes, lambda: owner).keep([root])
+            await finished.wait_for(root)
+            store = MemoryStore(roots, tmp_path / "cache", 16 * 1024, indexes=indexes)
+            hits = await anyio.to_thread.run_sync(store.search, "number 1", "global", 3)
+            await finished.wait_for(root, 2)  # the search asked again
+    assert hits.partial and hits  # scanned, not lost
+    [record] = [r for r in caplog.records if r.levelno >= logging.WARNING][:1]
+    assert "cannot bring it up to date" in record.getMessage()
+    assert "No space left on device" in record.getMessage() and record.exc_info is None

@@ -130,8 +130,10 @@ class IndexKeeper:
                         await self._embed(root)
                 if root not in self._again:
                     return
-        except Exception:
-            log.exception("search index for %s: bringing it up to date failed", root)
+        except Exception as exc:
+            # Searches go on by scanning the files; the next request tries again.
+            log.warning("search index for %s: cannot bring it up to date: %s", root, exc)
+            log.debug("the failure in full", exc_info=True)
         finally:
             self._running.discard(root)
 
