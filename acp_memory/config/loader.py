@@ -55,6 +55,11 @@ class Paths:
     def cache_dir(self) -> Path:
         return self.home / "cache"
 
+    @property
+    def history_dir(self) -> Path:
+        """The notes' change journal, pending changes and read stamps (never in a root)."""
+        return self.home / "history"
+
 
 def resolve_paths(
     *,

@@ -162,6 +162,11 @@ class MemoryConfig(Section):
     # refused unless allowed; YAML's `false` means refuse.
     project_root_symlinks: Annotated[Literal["refuse", "allow"], _false_means("refuse")] = "refuse"
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
+    # The journal of note changes keeps this many days (0: all); held changes expire after
+    # pending_days. review: ask puts each write of a memory run to the user first.
+    history_days: int = Field(default=90, ge=0)
+    review: Annotated[Literal["off", "ask"], _false_means("off")] = "off"
+    pending_days: int = Field(default=7, ge=1)
 
 
 class HookCommand(Section):

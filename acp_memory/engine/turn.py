@@ -148,7 +148,7 @@ class TurnEngine:
         if session.record.subagent_run:
             # Children (spawn_agent and memory runs alike) never get the main agent's own tools.
             tools = tools.without(MAIN_AGENT_ONLY)
-        base = setup.tool_context or _tool_context(session)
+        base = replace(setup.tool_context or _tool_context(session), message=user_text)
         hooks = setup.hooks
         if hooks is not None and (blocked := await hooks.prompt_submitted(user_text)):
             # Refused before it is recorded: no transcript entry, no model call, no memory run.

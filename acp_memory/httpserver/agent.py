@@ -24,6 +24,7 @@ from acp_memory.httpserver.events import EventHub
 from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
 from acp_memory.llm.usage import UsageMeter
+from acp_memory.memory.history.journal import ChangeSource
 from acp_memory.memory.store import MemoryStore
 from acp_memory.modes import MODES, unknown_mode
 from acp_memory.oserror import os_error_text
@@ -243,7 +244,7 @@ class HttpAgent:
 
     def memory_store(self, session: Session) -> MemoryStore:
         """The notes of the session: the global root and its workspace's `memory/`."""
-        return self.runner.memory.store_for(session.record.cwd)
+        return self.runner.memory.store_for(session.record.cwd, ChangeSource("http", session.id))
 
 
 @contextlib.contextmanager

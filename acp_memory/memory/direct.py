@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from acp_memory.config import Config, Paths
+from acp_memory.memory.history.journal import ChangeSource, change_message
 from acp_memory.memory.roots import NOTE_SUFFIXES, Roots, scope_name
 from acp_memory.memory.store import MemoryStore, NoteError
 from acp_memory.memory.tools import format_save, run_note_work
@@ -103,9 +103,9 @@ class DirectMemoryTool:
         return [str(root / note_name(str(args["path"])))]
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        return await run_note_work(self.name, lambda: self._apply(args, ctx.cwd), False)
+        return await run_note_work(self.name, lambda: self._apply(args, ctx), False)
 
-    def _apply(self, args: Mapping[str, Any], cwd: Path) -> str:
+    def _apply(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
         """The call's save or delete, on a worker thread."""
         scope = str(args["scope"])
         name = note_name(str(args["path"]))
@@ -118,7 +118,8 @@ class DirectMemoryTool:
         store_scope = scope_name(scope)
         target = f"{store_scope}:{name}"
         shown = f"{TOOL_SCOPE[store_scope]}:{name}"
-        with MemoryStore.from_config(self.cfg, self.paths, cwd) as store:
+        source = ChangeSource("memory_tool", ctx.session_id, None, change_message(ctx.message))
+        with MemoryStore.from_config(self.cfg, self.paths, ctx.cwd, source=source) as store:
             try:
                 if delete:
                     store.delete(target, folders=False)

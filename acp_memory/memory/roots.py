@@ -130,6 +130,8 @@ class Roots:
     # link anywhere (memory.project_root_symlinks: allow). The global root may always link
     # out: people point it at a vault.
     workspace: Path | None = None
+    # The session's cwd, against which the paths a note cites are checked.
+    cwd: Path | None = None
 
     @classmethod
     def from_config(cls, cfg: Config, paths: Paths, cwd: Path | None = None) -> Roots:
@@ -138,7 +140,8 @@ class Roots:
         global_root = Path(expand(configured)) if configured else paths.home / "memory"
         project_cwd = Path(cwd if cwd is not None else paths.cwd).absolute()
         refuse = cfg.memory.project_root_symlinks == "refuse"
-        return cls(global_root.absolute(), project_cwd / "memory", project_cwd if refuse else None)
+        return cls(global_root.absolute(), project_cwd / "memory",
+                   project_cwd if refuse else None, project_cwd)
 
     def project_refusal(self) -> str | None:
         """Why the project root is refused (it links outside the workspace), or None.

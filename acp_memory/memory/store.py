@@ -4,8 +4,11 @@ Every write is redacted, bounded, atomic (temp file, fsync, rename) and done und
 flock on the root folder itself, which holds across threads and processes alike and puts no
 file in the folder people commit.
 
-A store owns the search indexes it opens unless it is given a shared `SearchIndexes`; `close()`
-(or `with`) releases what it owns.
+Every change is journaled (`history/journal.py`) with the store's `source`, atomically with the
+write: intent, write, done, all under the root's lock.
+
+A store owns the search indexes and the journal it opens unless it is given shared ones;
+`close()` (or `with`) releases what it owns.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import fcntl
 import glob
 import logging
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +26,8 @@ from pathlib import Path
 from acp_memory.atomic import write_atomic
 from acp_memory.config import Config, Paths
 from acp_memory.llm.embeddings import Embeddings, embeddings_for
+from acp_memory.memory.history.journal import ChangeSource, Journal, JournalError
+from acp_memory.memory.history.states import EMPTY_FOLDER, Captured, capture, remove
 from acp_memory.memory.index.indexes import DEFAULT_MAX_ROOTS, ClosedOnExit, SearchIndexes
 from acp_memory.memory.redact import Redaction, redact
 from acp_memory.memory.roots import (
@@ -41,6 +45,8 @@ from acp_memory.memory.search import Hits, search_notes
 from acp_memory.text.naming import name_from_title
 
 log = logging.getLogger(__name__)
+
+CLI = ChangeSource("cli")  # the surface a store's changes come from unless it is told
 
 # Where earlier versions kept the root's lock, inside the root: removed when seen.
 LEGACY_LOCK_NAME = ".acp-memory.lock"
@@ -73,6 +79,12 @@ def indexes_for(cfg: Config, paths: Paths) -> SearchIndexes:
     return SearchIndexes(paths.cache_dir, cfg.memory.index_max_roots, embeddings_for(cfg))
 
 
+def journal_for(cfg: Config, paths: Paths) -> Journal:
+    """The journal of every note change, under the home (never inside a root)."""
+    return Journal(paths.history_dir / "journal.sqlite3", cfg.memory.history_days,
+                   cfg.memory.pending_days)
+
+
 class MemoryStore(ClosedOnExit):
     """The notes of a global and a project root, with search backed by a cache-folder index."""
 
@@ -86,6 +98,8 @@ class MemoryStore(ClosedOnExit):
         indexes: SearchIndexes | None = None,
         max_index_roots: int = DEFAULT_MAX_ROOTS,
         embeddings: Embeddings | None = None,
+        journal: Journal | None = None,
+        source: ChangeSource = CLI,
     ) -> None:
         self.roots = roots
         self.cache_dir = cache_dir
@@ -94,6 +108,10 @@ class MemoryStore(ClosedOnExit):
         self._owns_indexes = indexes is None
         self.indexes = indexes or SearchIndexes(cache_dir, max_index_roots, embeddings)
         self._said_unavailable = False  # the embeddings' failure is told once per store
+        # Without a journal (tests of the store alone) changes are not recorded.
+        self.journal = journal
+        self._owns_journal = False
+        self.source = source  # who is changing the notes through this store
 
     @classmethod
     def from_config(
@@ -102,21 +120,31 @@ class MemoryStore(ClosedOnExit):
         paths: Paths,
         cwd: Path | None = None,
         indexes: SearchIndexes | None = None,
+        *,
+        journal: Journal | None = None,
+        source: ChangeSource = CLI,
     ) -> MemoryStore:
         """The store for a session: roots from config and cwd, the index under paths.cache_dir.
 
         Give every session's store the same `indexes` so that a root is indexed once per
         process; without one the store opens its own (with the configured embeddings), which
-        `close()` releases.
+        `close()` releases. The same goes for the journal.
         """
-        return cls(Roots.from_config(cfg, paths, cwd), paths.cache_dir, cfg.memory.max_note_bytes,
-                   indexes=indexes, max_index_roots=cfg.memory.index_max_roots,
-                   embeddings=embeddings_for(cfg) if indexes is None else None)
+        store = cls(Roots.from_config(cfg, paths, cwd), paths.cache_dir,
+                    cfg.memory.max_note_bytes, indexes=indexes,
+                    max_index_roots=cfg.memory.index_max_roots,
+                    embeddings=embeddings_for(cfg) if indexes is None else None,
+                    journal=journal or journal_for(cfg, paths), source=source)
+        store._owns_journal = journal is None
+        return store
 
     def close(self) -> None:
-        """Close the search indexes this store opened (shared ones belong to their owner)."""
+        """Close the search indexes and the journal this store opened (shared ones belong to
+        their owner)."""
         if self._owns_indexes:
             self.indexes.close()
+        if self._owns_journal and self.journal is not None:
+            self.journal.close()
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -187,7 +215,8 @@ class MemoryStore(ClosedOnExit):
                 return loc, False
             if loc.path.exists():
                 raise NoteError(f"{loc.display} exists and is a note, not a folder")
-            loc.path.mkdir(parents=True)
+            with self.recording(loc, "mkdir", Captured(None), EMPTY_FOLDER):
+                loc.path.mkdir(parents=True)
         return loc, True
 
     def save(
@@ -252,7 +281,10 @@ class MemoryStore(ClosedOnExit):
             # a writer killed mid-save left behind.
             for stale in loc.path.parent.glob(f".{glob.escape(loc.path.name)}.*.tmp"):
                 stale.unlink(missing_ok=True)
-            write_atomic(loc.path, data)
+            before = Captured(None) if current is None else Captured.note(current)
+            with self.recording(loc, "create" if current is None else "update", before,
+                                Captured.note(data)):
+                write_atomic(loc.path, data)
         return SaveResult(loc.display, previous is not None, len(data), previous, red)
 
     def plan_delete(self, path: str) -> DeleteResult:
@@ -276,10 +308,12 @@ class MemoryStore(ClosedOnExit):
                 if not folders:
                     raise NoteError(f"{loc.display}/ is a folder; nothing was deleted")
                 count = sum(1 for _ in _notes_under(target))
-                shutil.rmtree(target)
+                with self.recording(loc, "rmdir", capture(target), Captured(None)):
+                    remove(target)
                 return DeleteResult(loc.display + "/", True, count)
             _check_note_target(loc)
-            target.unlink()
+            with self.recording(loc, "delete", capture(target), Captured(None)):
+                target.unlink()
             return DeleteResult(loc.display, False, 1)
 
     def _deletable(self, path: str) -> Location:
@@ -319,6 +353,42 @@ class MemoryStore(ClosedOnExit):
             raise NoteError(str(exc)) from None
 
     @contextlib.contextmanager
+    def recording(
+        self,
+        loc: Location,
+        action: str,
+        before: Captured,
+        after: Captured,
+        *,
+        undoes: str | None = None,
+        source: ChangeSource | None = None,
+    ) -> Iterator[None]:
+        """Journal the change of loc from before to after that the caller makes inside,
+        holding the root's lock, as made by source (default the store's). A journal that
+        cannot be written refuses the change before anything is written."""
+        if self.journal is None:
+            yield
+            return
+        if before.state == after.state:
+            yield  # nothing changes: nothing to record
+            return
+        try:
+            recording = self.journal.recording(
+                (loc.scope, loc.root, loc.rel), action, before, after, source or self.source,
+                current=lambda: capture(loc.path), undoes=undoes)
+            with recording:
+                yield
+        except JournalError as exc:
+            raise NoteError(f"cannot record the change of {loc.display} in {exc}; "
+                            "nothing was written") from None
+
+    @contextlib.contextmanager
+    def locked(self, loc: Location, doing: str) -> Iterator[None]:
+        """Hold loc's root lock (as every write does), intents a dead writer left settled."""
+        with self._locked(loc, doing):
+            yield
+
+    @contextlib.contextmanager
     def _locked(self, loc: Location, doing: str) -> Iterator[None]:
         """Hold the root's lock; a file system error (a read-only folder, say) on the way
         or inside becomes a NoteError naming the note and the file."""
@@ -334,12 +404,24 @@ class MemoryStore(ClosedOnExit):
             _acquire(fd, loc.scope, self.lock_timeout)
             with contextlib.suppress(OSError):  # absent, or a read-only root: nothing to do
                 (loc.root / LEGACY_LOCK_NAME).unlink()
+            self._recover(loc.root)
             yield
         except OSError as exc:
             raise NoteError(f"cannot {doing} {loc.display}: {_describe(exc)}") from None
         finally:
             os.close(fd)  # closing releases the lock
         self.indexes.notes_changed(loc.root)
+
+
+    def _recover(self, root: Path) -> None:
+        """Settle what a writer that died mid-change left in the journal (under the lock, so
+        no live writer's intent is taken for a dead one's)."""
+        if self.journal is None:
+            return
+        try:
+            self.journal.recover(root, lambda rel: capture(root / rel) if rel else Captured(None))
+        except JournalError as exc:
+            log.warning("cannot settle the memory history: %s", exc)
 
 
 def _acquire(fd: int, scope: str, timeout: float) -> None:

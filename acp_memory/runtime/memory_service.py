@@ -26,11 +26,12 @@ from acp_memory.engine.turn import TurnEngine, TurnSetup
 from acp_memory.hooks.events import SessionHooks, Subagent
 from acp_memory.llm.chain import ChainProvider
 from acp_memory.llm.registry import ModelHandle
+from acp_memory.memory.history.journal import ChangeSource, Journal, change_message
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.keeper import IndexKeeper
 from acp_memory.memory.redact import RedactedStream, redact_json, redact_text
 from acp_memory.memory.roots import Roots
-from acp_memory.memory.store import MemoryStore, indexes_for
+from acp_memory.memory.store import MemoryStore, indexes_for, journal_for
 from acp_memory.oserror import os_error_text
 from acp_memory.runtime.memory_agent import MemoryLaunch
 from acp_memory.runtime.subagents import log_line, run_child_turn
@@ -136,6 +137,7 @@ class MemoryService:
         self.exit_wait_seconds = MEMORY_EXIT_WAIT_SECONDS
         self.draining = anyio.Event()
         self._indexes: SearchIndexes | None = None
+        self._journal: Journal | None = None
         self._keeper: IndexKeeper | None = None
         self._running: dict[Task, TaskPool] = {}
         self._bookkeeping: set[anyio.Event] = set()
@@ -165,10 +167,17 @@ class MemoryService:
             self._keeper.keep([root for root in wanted if not indexes.ready(root)
                                or root.absolute() in indexes.vectors_behind])
 
-    def store_for(self, cwd: str) -> MemoryStore:
+    def journal(self) -> Journal:
+        """The journal of note changes every store of this surface shares."""
+        if self._journal is None:
+            self._journal = journal_for(self.cfg, self.paths)
+        return self._journal
+
+    def store_for(self, cwd: str, source: ChangeSource) -> MemoryStore:
         """The notes of a session in cwd (the global root and its workspace's) on the shared
-        indexes; the caller closes it."""
-        return MemoryStore.from_config(self.cfg, self.paths, Path(cwd), indexes=self.indexes())
+        indexes and journal, its changes made by source; the caller closes it."""
+        return MemoryStore.from_config(self.cfg, self.paths, Path(cwd), indexes=self.indexes(),
+                                       journal=self.journal(), source=source)
 
     # -- a run's task --------------------------------------------------------------------------
 
@@ -179,7 +188,8 @@ class MemoryService:
         PoolRefused when it cannot start."""
         cfg = self.cfg
         pool = self.host.pool_for(parent)
-        store = self.store_for(parent.record.cwd)
+        # The source names the task once it has an id (the body sets it).
+        store = self.store_for(parent.record.cwd, ChangeSource("memory_run", parent.id))
         launch = MemoryLaunch.prepare(
             cfg,
             self.engine.templates,
@@ -192,6 +202,7 @@ class MemoryService:
         child_id = new_session_id()
 
         async def body(task: Task) -> str:
+            store.source = ChangeSource("memory_run", parent.id, task.id, change_message(text))
             create = partial(
                 self.host.create_child,
                 cwd=parent.record.cwd,
@@ -328,6 +339,9 @@ class MemoryService:
             self._indexes.close()
             self._indexes = None
             self._keeper = None
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
 
 
 def is_memory_run(record: TaskRecord) -> bool:

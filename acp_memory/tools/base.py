@@ -103,6 +103,7 @@ class ToolContext:
     agents: Any = None  # starts child sessions (spawn_agent)
     progress: Progress | None = None  # shows content on the call's row while it runs
     output_limit: int = 30_000  # characters of tool output a model reads (tools.output_limits)
+    message: str = ""  # the user message of the turn (where a note change came from)
 
 
 class Tool(Protocol):

@@ -247,7 +247,7 @@ def test_a_failing_write_is_one_line_naming_the_note_and_the_file(
         raise PermissionError(errno.EACCES, "Permission denied", str(path))
 
     monkeypatch.setattr(store_module, "write_atomic", refused)
-    monkeypatch.setattr(store_module.shutil, "rmtree", refused)
+    monkeypatch.setattr(store_module, "remove", refused)
     editor(tmp_path, monkeypatch, "import sys; open(sys.argv[1], 'a').write(' and more')\n")
     argv = ("edit", "global:infra/deploy.md") if action == "edit" else ("rm", "-r", "-y",
                                                                         "global:infra")

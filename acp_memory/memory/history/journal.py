@@ -1,0 +1,464 @@
+"""The journal: one record per change of a note or a folder in any root, under the home.
+
+A change is journaled as an intent (committed, so fsynced) before the note's rename and marked
+done after it; a process that died between the two leaves an intent that the next writer of
+that root settles under the root's lock: the path holding the intent's "before" drops it,
+anything else completes it. A journal that cannot be written refuses the change. Contents are
+stored once by hash; records older than `memory.history_days` go, with the blobs only they held.
+
+The same database keeps the changes held for approval (`pending.py`), the recall read stamps
+and each memory run's cost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from acp_memory.memory.history.states import DIR, Captured, manifest
+from acp_memory.memory.redact import redact_text
+from acp_memory.timestamps import Now, iso, utc_now
+
+ACTIONS = ("create", "update", "delete", "mkdir", "rmdir", "undo")
+SURFACES = ("memory_run", "memory_tool", "cli", "http", "command")
+CRASH_ENV = "ACP_MEMORY_TEST_CRASH"  # after_journal | after_note: tests' crash points
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS blobs(hash TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS changes(
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, time TEXT NOT NULL,
+    scope TEXT NOT NULL, root TEXT NOT NULL, path TEXT NOT NULL, action TEXT NOT NULL,
+    before TEXT, after TEXT, surface TEXT NOT NULL, session_id TEXT, task_id TEXT,
+    message TEXT, undoes TEXT, done INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS changes_at ON changes(root, path, seq);
+CREATE INDEX IF NOT EXISTS changes_of_task ON changes(task_id);
+CREATE INDEX IF NOT EXISTS intents ON changes(root) WHERE done = 0;
+CREATE TABLE IF NOT EXISTS pending(
+    id TEXT PRIMARY KEY, time TEXT NOT NULL, scope TEXT NOT NULL, root TEXT NOT NULL,
+    path TEXT NOT NULL, action TEXT NOT NULL, before TEXT, after TEXT, surface TEXT NOT NULL,
+    session_id TEXT, task_id TEXT, message TEXT);
+CREATE TABLE IF NOT EXISTS reads(root TEXT NOT NULL, path TEXT NOT NULL, time TEXT NOT NULL,
+                                 PRIMARY KEY (root, path));
+CREATE TABLE IF NOT EXISTS runs(
+    task_id TEXT NOT NULL, session_id TEXT NOT NULL, time TEXT NOT NULL,
+    model_calls INTEGER NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
+    cached_read_tokens INTEGER NOT NULL, cached_write_tokens INTEGER NOT NULL,
+    duration_ms INTEGER NOT NULL, PRIMARY KEY (session_id, task_id));
+"""
+_CHANGE_COLUMNS = ("seq, id, time, scope, root, path, action, before, after, surface, "
+                   "session_id, task_id, message, undoes")
+
+
+class JournalError(Exception):
+    """The journal cannot be read or written; the message names its file and why."""
+
+
+@dataclass(frozen=True)
+class ChangeSource:
+    """Where a change came from: the surface, and for a turn its session, task and message."""
+
+    surface: str
+    session_id: str | None = None
+    task_id: str | None = None
+    message: str | None = None  # the first line of the turn's user message, redacted
+
+    def as_json(self) -> dict[str, str | None]:
+        return {"surface": self.surface, "sessionId": self.session_id, "taskId": self.task_id,
+                "message": self.message}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One journaled change: `path` is relative to `root` (a folder's path has no slash)."""
+
+    seq: int
+    id: str
+    time: str
+    scope: str
+    root: str
+    path: str
+    action: str
+    before: str | None
+    after: str | None
+    source: ChangeSource
+    undoes: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Change:
+        seq, cid, time, scope, root, path, action, before, after = row[:9]
+        return cls(seq, cid, time, scope, root, path, action, before, after,
+                   ChangeSource(*row[9:13]), row[13])
+
+    def touches(self, path: str) -> bool:
+        """Whether this change's path is path, inside it, or a folder holding it."""
+        return self.path == path or _inside(path, self.path) or _inside(self.path, path)
+
+
+_HELD_COLUMNS = ("id, time, scope, root, path, action, before, after, surface, session_id, "
+                 "task_id, message")
+
+
+@dataclass(frozen=True)
+class Held:
+    """A change held for approval (`pnd_` + 12 hex), as it would be made."""
+
+    id: str
+    time: str
+    scope: str
+    root: str
+    path: str
+    action: str
+    before: str | None
+    after: str | None
+    source: ChangeSource
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Held:
+        pid, time, scope, root, path, action, before, after = row[:8]
+        return cls(pid, time, scope, root, path, action, before, after, ChangeSource(*row[8:12]))
+
+
+def _inside(path: str, folder: str) -> bool:
+    return folder == "" or path.startswith(folder + "/")
+
+
+def change_message(text: str) -> str:
+    """How a source keeps the user's message: its first line, redacted, at most 200
+    characters."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return redact_text(line)[:200]
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(6)}"
+
+
+def crash_point(name: str) -> None:
+    """The test hook: with ACP_MEMORY_TEST_CRASH=name the process ends here, at once."""
+    if os.environ.get(CRASH_ENV) == name:
+        os._exit(3)
+
+
+class Journal:
+    """The database under the home; opened on first use, shared by threads (one lock)."""
+
+    def __init__(
+        self, db_path: Path, keep_days: int = 90, pending_days: int = 7, now: Now = utc_now
+    ) -> None:
+        self.db_path = db_path
+        self.keep_days = keep_days  # 0 keeps every record
+        self.pending_days = pending_days
+        self.now = now
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+        self._pruned: datetime | None = None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    # -- the database ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _use(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """The connection under the lock; a write is one immediate transaction. Any SQLite
+        or file system failure is a JournalError naming the file."""
+        with self._lock:
+            try:
+                db = self._open()
+                if not write:
+                    yield db
+                    return
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            except (sqlite3.Error, OSError) as exc:
+                raise JournalError(f"the memory history {self.db_path}: {exc}") from None
+
+    def _open(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.db_path, timeout=10, isolation_level=None,
+                                 check_same_thread=False)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=FULL")  # an intent is on disk before the rename
+                db.executescript(_SCHEMA)
+            except BaseException:
+                db.close()
+                raise
+            self._db = db
+            self._prune(db)
+        return self._db
+
+    def _prune(self, db: sqlite3.Connection) -> None:
+        """Records past keep_days, pending changes past pending_days, then unused blobs."""
+        now = self.now()
+        self._pruned = now
+        with contextlib.suppress(sqlite3.OperationalError):  # busy: the next open prunes
+            db.execute("BEGIN IMMEDIATE")
+            if self.keep_days:
+                db.execute("DELETE FROM changes WHERE done = 1 AND time < ?",
+                           (iso(now - timedelta(days=self.keep_days)),))
+                db.execute("DELETE FROM runs WHERE time < ?",
+                           (iso(now - timedelta(days=self.keep_days)),))
+            if self.pending_days:
+                db.execute("DELETE FROM pending WHERE time < ?",
+                           (iso(now - timedelta(days=self.pending_days)),))
+            used = self._used_blobs(db)
+            stored = {h for (h,) in db.execute("SELECT hash FROM blobs")}
+            db.executemany("DELETE FROM blobs WHERE hash = ?", [(h,) for h in stored - used])
+            db.execute("COMMIT")
+
+    def prune(self) -> None:
+        """Drop what is past its days now (opening the journal does it too)."""
+        with self._use() as db:
+            if self._pruned is None or self._pruned < self.now() - timedelta(seconds=1):
+                self._prune(db)
+
+    def _used_blobs(self, db: sqlite3.Connection) -> set[str]:
+        used: set[str] = set()
+        states = db.execute("SELECT before, after FROM changes UNION ALL "
+                            "SELECT before, after FROM pending").fetchall()
+        for state in (s for pair in states for s in pair if s):
+            kind, _, h = state.partition(":")
+            used.add(h)
+            if kind + ":" == DIR:
+                row = db.execute("SELECT data FROM blobs WHERE hash = ?", (h,)).fetchone()
+                if row is not None:
+                    files = json.loads(row[0])["files"]
+                    used.update(files.values())
+        return used
+
+    def blob(self, h: str) -> bytes:
+        """The bytes stored under a hash."""
+        with self._use() as db:
+            row = db.execute("SELECT data FROM blobs WHERE hash = ?", (h,)).fetchone()
+        if row is None:
+            raise JournalError(f"the memory history {self.db_path} lacks content {h[:12]}")
+        return bytes(row[0])
+
+    def manifest_of(self, state: str) -> dict[str, Any]:
+        return manifest(state, self.blob)
+
+    # -- recording a change ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def recording(
+        self,
+        where: tuple[str, Path, str],
+        action: str,
+        before: Captured,
+        after: Captured,
+        source: ChangeSource,
+        *,
+        current: Callable[[], Captured],
+        undoes: str | None = None,
+    ) -> Iterator[str]:
+        """Journal the change (scope, root, path) as an intent, yield its id for the caller
+        to make it, then mark it done. A caller that fails settles it by `current()`: the
+        path as it was means nothing happened."""
+        scope, root, path = where
+        change_id = new_id("chg")
+        with self._use(write=True) as db:
+            db.executemany("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)",
+                           [*before.blobs.items(), *after.blobs.items()])
+            db.execute(
+                f"INSERT INTO changes({_CHANGE_COLUMNS.removeprefix('seq, ')}, done) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+                (change_id, iso(self.now()), scope, str(root), path, action, before.state,
+                 after.state, source.surface, source.session_id, source.task_id,
+                 source.message, undoes),
+            )
+        crash_point("after_journal")
+        try:
+            yield change_id
+        except BaseException:
+            with contextlib.suppress(JournalError, OSError):
+                self._settle(change_id, before.state, current().state)
+            raise
+        crash_point("after_note")
+        with contextlib.suppress(JournalError):  # the intent stays; the next writer settles it
+            with self._use(write=True) as db:
+                db.execute("UPDATE changes SET done = 1 WHERE id = ?", (change_id,))
+
+    def _settle(self, change_id: str, before: str | None, now_state: str | None) -> None:
+        with self._use(write=True) as db:
+            if now_state == before:
+                db.execute("DELETE FROM changes WHERE id = ?", (change_id,))
+            else:
+                db.execute("UPDATE changes SET done = 1 WHERE id = ?", (change_id,))
+
+    def recover(self, root: Path, current: Callable[[str], Captured]) -> int:
+        """Settle the intents a dead process left on root; call it holding the root's lock.
+        current(path) is what path holds now. How many it settled."""
+        with self._use() as db:
+            intents = db.execute("SELECT id, path, before FROM changes WHERE root = ? AND "
+                                 "done = 0", (str(root),)).fetchall()
+        for change_id, path, before in intents:
+            self._settle(change_id, before, current(path).state)
+        return len(intents)
+
+    # -- reading the history ---------------------------------------------------------------
+
+    def change(self, change_id: str) -> Change | None:
+        with self._use() as db:
+            row = db.execute(f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE id = ? AND done = 1",
+                             (change_id,)).fetchone()
+        return Change.from_row(row) if row else None
+
+    def changes(
+        self,
+        roots: Iterable[Path],
+        path: str | None = None,
+        limit: int = 50,
+        *,
+        task_id: str | None = None,
+        session_id: str | None = None,
+    ) -> list[Change]:
+        """Done changes of the roots, newest first: touching path (when given), of a task."""
+        dirs = [str(r) for r in roots]
+        where = [f"root IN ({','.join('?' * len(dirs))})", "done = 1"]
+        params: list[Any] = list(dirs)
+        if task_id is not None:
+            where.append("task_id = ?")
+            params.append(task_id)
+        if session_id is not None:
+            where.append("session_id = ?")
+            params.append(session_id)
+        if path:
+            # The path itself, what is under it, and the folders holding it.
+            ancestors = _ancestors(path)
+            where.append(f"(path = ? OR path LIKE ? ESCAPE '\\' OR path IN "
+                         f"({','.join('?' * len(ancestors))}))")
+            params += [path, _like_prefix(path), *ancestors]
+        sql = (f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE {' AND '.join(where)} "
+               "ORDER BY seq DESC")
+        if limit > 0:
+            sql += f" LIMIT {int(limit)}"
+        with self._use() as db:
+            return [Change.from_row(r) for r in db.execute(sql, params)]
+
+    def later(self, change: Change) -> list[Change]:
+        """The done changes after `change` that touched its path, oldest first."""
+        ancestors = _ancestors(change.path)
+        with self._use() as db:
+            rows = db.execute(
+                f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE root = ? AND seq > ? AND done = 1 "
+                f"AND (path = ? OR path LIKE ? ESCAPE '\\' OR path IN "
+                f"({','.join('?' * len(ancestors))})) ORDER BY seq",
+                (change.root, change.seq, change.path, _like_prefix(change.path), *ancestors),
+            ).fetchall()
+        return [Change.from_row(r) for r in rows]
+
+    def last_of(self, root: Path, path: str) -> Change | None:
+        """The last done change that left path as it is (its own, or a folder's holding it)."""
+        candidates = [path, *_ancestors(path)]
+        with self._use() as db:
+            row = db.execute(
+                f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE root = ? AND done = 1 AND path IN "
+                f"({','.join('?' * len(candidates))}) ORDER BY seq DESC LIMIT 1",
+                (str(root), *candidates),
+            ).fetchone()
+        return Change.from_row(row) if row else None
+
+    # -- changes held for approval ---------------------------------------------------------
+
+    def hold(self, where: tuple[str, Path, str], action: str, before: Captured,
+             after: Captured, source: ChangeSource) -> Held:
+        """Keep a change for the user to approve (pending_days at most)."""
+        scope, root, path = where
+        held = Held(new_id("pnd"), iso(self.now()), scope, str(root), path, action,
+                    before.state, after.state, source)
+        with self._use(write=True) as db:
+            db.executemany("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)",
+                           [*before.blobs.items(), *after.blobs.items()])
+            db.execute("INSERT INTO pending VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                       (held.id, held.time, scope, str(root), path, action, before.state,
+                        after.state, source.surface, source.session_id, source.task_id,
+                        source.message))
+        return held
+
+    def held(self, *, session_id: str | None = None) -> list[Held]:
+        """The changes waiting for approval, oldest first (of one session when given)."""
+        self.prune()
+        sql = f"SELECT {_HELD_COLUMNS} FROM pending"
+        params: tuple[str, ...] = ()
+        if session_id is not None:
+            sql += " WHERE session_id = ?"
+            params = (session_id,)
+        with self._use() as db:
+            return [Held.from_row(r) for r in db.execute(sql + " ORDER BY time, id", params)]
+
+    def held_one(self, pending_id: str) -> Held | None:
+        self.prune()
+        with self._use() as db:
+            row = db.execute(f"SELECT {_HELD_COLUMNS} FROM pending WHERE id = ?",
+                             (pending_id,)).fetchone()
+        return Held.from_row(row) if row else None
+
+    def release(self, pending_id: str) -> bool:
+        """Forget a held change (applied or rejected); False when it was not held."""
+        with self._use(write=True) as db:
+            return db.execute("DELETE FROM pending WHERE id = ?", (pending_id,)).rowcount > 0
+
+    # -- recall read stamps and run costs --------------------------------------------------
+
+    def mark_read(self, root: Path, path: str) -> None:
+        """A memory run read the note now."""
+        with self._use(write=True) as db:
+            db.execute("INSERT INTO reads(root, path, time) VALUES (?, ?, ?) ON CONFLICT "
+                       "(root, path) DO UPDATE SET time = excluded.time",
+                       (str(root), path, iso(self.now())))
+
+    def reads(self, root: Path) -> dict[str, str]:
+        """When a memory run last read each note of root."""
+        with self._use() as db:
+            return dict(db.execute("SELECT path, time FROM reads WHERE root = ?", (str(root),)))
+
+    def record_run(self, session_id: str, task_id: str, cost: dict[str, int]) -> None:
+        """A memory run's cost (modelCalls, inputTokens, ...), for `notes log --cost`."""
+        keys = ("modelCalls", "inputTokens", "outputTokens", "cachedReadTokens",
+                "cachedWriteTokens", "durationMs")
+        with self._use(write=True) as db:
+            db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
+                       (task_id, session_id, iso(self.now()), *(int(cost.get(k, 0))
+                                                                for k in keys)))
+
+    def costs_per_day(self, limit_days: int = 0) -> list[dict[str, Any]]:
+        """The memory runs' cost summed per UTC day, newest first."""
+        sql = ("SELECT substr(time, 1, 10) AS day, count(*), sum(model_calls), "
+               "sum(input_tokens), sum(output_tokens), sum(cached_read_tokens), "
+               "sum(cached_write_tokens), sum(duration_ms) FROM runs GROUP BY day "
+               "ORDER BY day DESC")
+        if limit_days > 0:
+            sql += f" LIMIT {int(limit_days)}"
+        names = ("day", "runs", "modelCalls", "inputTokens", "outputTokens", "cachedReadTokens",
+                 "cachedWriteTokens", "durationMs")
+        with self._use() as db:
+            return [dict(zip(names, row, strict=True)) for row in db.execute(sql)]
+
+
+def _ancestors(path: str) -> list[str]:
+    """The folders holding path: `a/b/c.md` gives `a`, `a/b` (and "" for the root itself)."""
+    parts = path.split("/")
+    return ["", *("/".join(parts[:i]) for i in range(1, len(parts)))]
+
+
+def _like_prefix(path: str) -> str:
+    escaped = path.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "/%"

@@ -1,0 +1,44 @@
+"""Changes held for the user's approval: made as they were proposed, or dropped.
+
+Approving over a path that changed since the change was held is refused: the user approved
+a diff against the text they saw.
+"""
+
+from __future__ import annotations
+
+from acp_memory.memory.history.journal import ChangeSource, Held
+from acp_memory.memory.history.states import Captured, apply, capture
+from acp_memory.memory.history.undo import UnknownChange, journal_of, location_of
+from acp_memory.memory.store import MemoryStore, NoteError
+
+
+def held_change(store: MemoryStore, pending_id: str) -> Held:
+    held = journal_of(store).held_one(pending_id.strip())
+    if held is None:
+        raise UnknownChange(f"no pending change {pending_id!r} (approved, rejected, or past "
+                            "memory.pending_days); see `notes pending`")
+    return held
+
+
+def approve(store: MemoryStore, pending_id: str, *, by: ChangeSource | None = None) -> Held:
+    """Make a held change, journaled with the source that proposed it."""
+    journal = journal_of(store)
+    held = held_change(store, pending_id)
+    loc = location_of(held.scope, held.root, held.path)
+    with store.locked(loc, "approve"):
+        now = capture(loc.path)
+        if now.state != held.before:
+            raise NoteError(f"{loc.display} changed since {held.id} was held; nothing was "
+                            "written (reject it, or ask again)")
+        with store.recording(loc, held.action, now, Captured(held.after),
+                             source=held.source if by is None else by):
+            apply(loc.path, held.after, journal.blob)
+        journal.release(held.id)
+    return held
+
+
+def reject(store: MemoryStore, pending_id: str) -> Held:
+    """Drop a held change: nothing is written."""
+    held = held_change(store, pending_id)
+    journal_of(store).release(held.id)
+    return held
