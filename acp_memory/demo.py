@@ -3,6 +3,8 @@
 The demo starts the agent as an editor does (a subprocess on stdio, the official ACP client)
 in a home folder it keeps: a note written beforehand is recalled, a new fact is saved, and a
 second agent process recalls that fact in a fresh session, where only the disk can hold it.
+That session then asks the agent to forget the fact, and `acp-memory notes undo` brings it
+back from the history.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import json
 import os
 import shlex
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -48,6 +51,8 @@ ASK_SEED = "What is the staging server called?"
 PERSIST = "Remember that my favourite fruit is the mango."
 ASK_NEW = "What is my favourite fruit?"
 NEW_ANSWER = "mango"
+FORGET = "Forget that my favourite fruit is the mango."
+UNDO_TIMEOUT = 60  # seconds for `notes undo`, a bound on a process that takes a moment
 # `_acp_memory/memory_run` as the SDK hands it to ext_notification: without the underscore.
 MEMORY_RUN = "acp_memory/memory_run"
 
@@ -171,7 +176,7 @@ class _Demo:
 
 
 async def _story(demo: _Demo, client: _PrintingClient) -> list[str]:
-    """The three prompts in two agent processes; the ids of the two sessions."""
+    """The four prompts in two agent processes; the ids of the two sessions."""
     sessions: list[str] = []
     print("\n== an editor starts the agent and opens a session")
     async with spawn_agent(client, demo.agent_args) as conn:
@@ -196,7 +201,47 @@ async def _story(demo: _Demo, client: _PrintingClient) -> list[str]:
         sid = await _new_session(conn, demo, sessions)
         if NEW_ANSWER not in await _ask(conn, client, sid, ASK_NEW):
             raise DemoError("the fresh session did not recall the new fact")
+        print("\n== the same session asks the agent to forget it")
+        await _ask(conn, client, sid, FORGET)
+    if any(NEW_ANSWER in text for text in _notes(demo.global_root).values()):
+        raise DemoError("the agent did not delete the fact it was asked to forget")
     return sessions
+
+
+def _undo_forget(demo: _Demo, run: tuple[str, str]) -> None:
+    """Show the history's record of what the forgetting run deleted, then bring it back with
+    `acp-memory notes undo`, run as a person would run it."""
+    from acp_memory.memory.history.summary import change_line
+    from acp_memory.memory.roots import Roots
+    from acp_memory.memory.store import journal_for
+
+    session_id, task_id = run
+    roots = Roots.from_config(demo.cfg, demo.paths, demo.cwd)
+    journal = journal_for(demo.cfg, demo.paths)
+    try:
+        deleted = journal.changes([roots.root_of(s) for s in roots.scopes()], limit=0,
+                                  task_id=task_id, session_id=session_id)
+        lines = [change_line(change, journal) for change in deleted]
+    finally:
+        journal.close()
+    if not deleted:
+        raise DemoError(f"the memory history has no change of the run {task_id}")
+    print("\n== the memory history keeps what that run deleted:")
+    for line in lines:
+        print(f"   {line}")
+    print("\n== brought back with `acp-memory notes undo`:")
+    for change in deleted:  # newest first, as an undo goes
+        argv = [*own_command(), "notes", "undo", change.id, "-y", "--home", str(demo.home)]
+        print(f"   $ {' '.join(shlex.quote(word) for word in argv)}")
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=UNDO_TIMEOUT,
+                              check=False)
+        if done.returncode != 0:
+            raise DemoError(f"notes undo {change.id} failed: {done.stderr.strip()}")
+        print(f"   {done.stdout.strip()}")
+        note = Path(change.root, change.path)
+        if note.is_file():
+            text = note.read_text(encoding="utf-8", errors="replace").strip()
+            print(f"   {change.scope}:{change.path}: {text}")
 
 
 async def _new_session(conn: ClientSideConnection, demo: _Demo, sessions: list[str]) -> str:
@@ -331,6 +376,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     client = _PrintingClient()
     try:
         sessions = asyncio.run(_story(demo, client))
+        _undo_forget(demo, client.runs[-1])
     except DemoError as exc:
         error(f"demo: {exc}")
         return 1
@@ -341,6 +387,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     print("\n== look at it yourself:")
     command = " ".join(q(word) for word in own_command())
     print(f"   {command} notes list --home {q(str(demo.home))}")
+    print(f"   {command} notes log --home {q(str(demo.home))}   # every change, and the undo")
     print(f"   ls {q(str(demo.paths.sessions_dir / sessions[0] / 'subagents'))}")
     saving = [task for sid, task in client.runs if sid == sessions[0]][-1:]
     for task in saving:

@@ -24,7 +24,10 @@ FINISHED = {
     "taskStatus": "succeeded",
     "durationMs": 3210,
     "delivered": True,
+    "_meta": {"acpMemory": {"modelCalls": 2, "inputTokens": 1200, "outputTokens": 95,
+                            "cachedReadTokens": 800, "cachedWriteTokens": 0, "durationMs": 3210}},
 }
+COST = FINISHED["_meta"]["acpMemory"]
 FAILED = {
     **FINISHED,
     "taskStatus": "failed",
@@ -72,6 +75,22 @@ def test_the_documented_memory_run_updates_pass_in_both_forms(update):
     ],
 )
 def test_anything_else_named_memory_run_is_refused(update):
+    assert len(_errors(_update(update))) == 1
+    assert len(_errors(_extension(update))) == 1
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {**FINISHED, "_meta": {"acpMemory": {**COST, "costUsd": 1}}},  # a key of our own making
+        {**FINISHED, "_meta": {"acpMemory": COST, "other": {}}},  # another _meta key
+        {**FINISHED, "_meta": {"acpMemory": {**COST, "inputTokens": -1}}},
+        {**FINISHED, "_meta": {"acpMemory": {k: v for k, v in COST.items() if k != "modelCalls"}}},
+        {k: v for k, v in FINISHED.items() if k != "_meta"},  # a finished run says its cost
+        {**STARTED, "_meta": FINISHED["_meta"]},  # only the finished update carries it
+    ],
+)
+def test_the_finished_cost_is_exactly_the_documented_meta(update):
     assert len(_errors(_update(update))) == 1
     assert len(_errors(_extension(update))) == 1
 

@@ -58,24 +58,44 @@ def validate_def(def_name: str, instance: Any) -> None:
 
 
 # The one update outside schema.v1.json that acp-memory sends, exactly as documented in
-# docs/architecture.md: a memory run started, finished or skipped. Anything else is refused.
+# docs/architecture.md and DESIGN.md: a memory run started, finished (with its cost in
+# `_meta.acpMemory`) or skipped. Anything else is refused.
 _RUN_STATUS = {"enum": ["succeeded", "failed", "timed_out", "stopped"]}
 _TASK_ID = {"type": "string", "pattern": "^bg_[0-9]+$"}
 _SESSION_ID = {"type": "string", "pattern": "^sess_[0-9a-f]{24}$"}
+_COUNT = {"type": "integer", "minimum": 0}
+_COST_KEYS = ["modelCalls", "inputTokens", "outputTokens", "cachedReadTokens",
+              "cachedWriteTokens", "durationMs"]
+# What a finished run cost, in the one `_meta` key the design gives it: nothing else rides there.
+_COST_META = {
+    "type": "object",
+    "required": ["acpMemory"],
+    "properties": {
+        "acpMemory": {
+            "type": "object",
+            "required": _COST_KEYS,
+            "properties": dict.fromkeys(_COST_KEYS, _COUNT),
+            "additionalProperties": False,
+        }
+    },
+    "additionalProperties": False,
+}
 MEMORY_RUN_VARIANTS: dict[str, dict[str, Any]] = {
     "started": {
         "required": ["status", "taskId", "childSessionId"],
         "properties": {"taskId": _TASK_ID, "childSessionId": _SESSION_ID},
     },
     "finished": {
-        "required": ["status", "taskId", "childSessionId", "taskStatus", "durationMs", "delivered"],
+        "required": ["status", "taskId", "childSessionId", "taskStatus", "durationMs", "delivered",
+                     "_meta"],
         "properties": {
             "taskId": _TASK_ID,
             "childSessionId": _SESSION_ID,
             "taskStatus": _RUN_STATUS,
-            "durationMs": {"type": "integer", "minimum": 0},
+            "durationMs": _COUNT,
             "delivered": {"type": "boolean"},
             "reason": {"type": "string", "minLength": 1},
+            "_meta": _COST_META,
         },
     },
     "skipped": {

@@ -1,5 +1,5 @@
-"""/memory: the session's last memory run (status, duration, what became of its report, the
-report itself) and how many notes each root holds, with its path."""
+"""/memory: the session's last memory run (status, duration, what became of its report, what
+it cost, the report itself) and how many notes each root holds, with its path."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 
 from acp_memory.commands.base import CommandCall
+from acp_memory.commands.history import SUBCOMMANDS, memory_subcommand
 from acp_memory.memory.roots import Roots, is_note_name
 from acp_memory.runtime.memory_service import final_message, is_memory_run
 from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
@@ -20,10 +21,15 @@ FATE_BYTES = 4096  # the end of a run's log, where its last line is
 
 class MemoryStatus:
     name = "memory"
-    description = "Show the last memory run of this session and the notes in both roots"
-    hint: str | None = None
+    description = (
+        "Show the last memory run of this session and the notes in both roots; /memory log, "
+        "undo (the last run's changes), pending, approve or reject: the notes' history"
+    )
+    hint: str | None = f"{SUBCOMMANDS} (optional)"
 
     async def run(self, call: CommandCall) -> str:
+        if call.argument:
+            return await memory_subcommand(call)
         runner, session = call.runner, call.session
         lines: list[str] = []
         if not runner.cfg.memory.enable:
@@ -44,6 +50,8 @@ class MemoryStatus:
                 fate = tail.decode("utf-8", errors="replace").rstrip().rpartition("\n")[2]
                 if fate:
                     lines.append(f"Delivery: {fate}.")
+                if last.cost is not None:  # a run recorded before runs had a cost has none
+                    lines.append(f"Cost: {last.cost.describe()}.")
             assert last.agent is not None
             child = session.subagents_dir() / last.agent.session_id
             report = await anyio.to_thread.run_sync(_report, child)

@@ -12,6 +12,7 @@ from acp_memory.httpserver.agent import HttpAgent
 from acp_memory.httpserver.errors import install_error_handlers
 from acp_memory.httpserver.limits import BodyLimit
 from acp_memory.httpserver.models import ErrorBody
+from acp_memory.httpserver.routes_history import history_routes
 from acp_memory.httpserver.routes_memory import memory_routes
 from acp_memory.httpserver.routes_openai import openai_routes
 from acp_memory.httpserver.routes_search import search_routes
@@ -29,8 +30,8 @@ DESCRIPTION = (
     '`{"error": {"message", "type"}}`.'
 )
 ROUTERS = (
-    session_routes, memory_routes, search_routes, task_routes, settings_routes, web_routes,
-    openai_routes,
+    session_routes, memory_routes, history_routes, search_routes, task_routes, settings_routes,
+    web_routes, openai_routes,
 )
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": why}
@@ -38,9 +39,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (400, "malformed request, bad path or value"),
         (401, "missing or wrong bearer token"),
         (403, "Host or Origin of another site"),
-        (404, "unknown session, task, note or route"),
-        (409, "the session is busy"),
+        (404, "unknown session, task, note, change or route"),
+        (409, "the session is busy, or the note changed since the change to undo or approve"),
         (413, "body or note over its limit"),
+        (503, "the memory history cannot be read or written"),
     ]
 }
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from acp_memory.camel import CamelModel
 from acp_memory.engine.turn import StopReason
@@ -152,6 +160,77 @@ class MemoryDir(CamelModel):
     root: Root
     path: str
     created: bool = Field(description="false when it already existed")
+
+
+# -- the history of the notes --------------------------------------------------------------
+
+
+class ChangeSourceInfo(CamelModel):
+    """Where a change came from; every key is present, null when it does not apply."""
+
+    surface: str = Field(description="memory_run, memory_tool, cli, http or command")
+    session_id: str | None
+    task_id: str | None = Field(description="the memory run's task")
+    message: str | None = Field(description="the first line of the turn's user message, "
+                                "redacted")
+
+
+class MemoryChange(CamelModel):
+    """One journaled change, as `notes log --json` prints it."""
+
+    id: str = Field(description="chg_ and 12 hex digits (pnd_ for a pending change)")
+    time: str = Field(description="ISO 8601, UTC")
+    root: Root
+    path: str = Field(description="relative to the root")
+    action: Literal["create", "update", "delete", "mkdir", "rmdir", "undo"]
+    source: ChangeSourceInfo
+    summary: str = Field(description="one line: `+3 -1 lines`, `deleted, 120 bytes`...")
+    undoes: str | None = Field(default=None, description="an undo: the change it undid")
+
+    @model_serializer(mode="wrap")
+    def _without_undoes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The pinned object has `undoes` on an undo only; the source keeps its nulls.
+        data: dict[str, Any] = handler(self)
+        if data.get("undoes") is None:
+            data.pop("undoes", None)
+        return data
+
+
+class MemoryHistory(CamelModel):
+    object: Literal["memory_history"] = "memory_history"
+    changes: list[MemoryChange] = Field(description="newest first")
+
+
+class UndoBody(Request):
+    # The issue pins `change_id`; the API's camelCase is taken too.
+    change_id: str = Field(validation_alias=AliasChoices("change_id", "changeId"),
+                           description="the chg_ id of the change to undo")
+    force: bool = Field(default=False, description="undo even over a later change or a hand "
+                        "edit")
+
+
+class MemoryUndo(CamelModel):
+    object: Literal["memory_undo"] = "memory_undo"
+    change_id: str | None = Field(description="the undo's own change in the history")
+    undone: MemoryChange = Field(description="the change undone")
+    root: Root
+    path: str
+    restored: int = Field(description="notes brought back (none when the undo removed one)")
+
+
+class MemoryPending(CamelModel):
+    object: Literal["memory_pending"] = "memory_pending"
+    pending: list[MemoryChange] = Field(description="held for approval, oldest first")
+
+
+class DecisionBody(Request):
+    approve: bool = Field(description="true makes the change, false drops it")
+
+
+class MemoryDecision(CamelModel):
+    object: Literal["memory_pending_decision"] = "memory_pending_decision"
+    approved: bool
+    pending: MemoryChange = Field(description="the held change, no longer pending")
 
 
 # -- background tasks ----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """/coddy/sessions/{id}/memory/search: the store's ranked note search over a session's two
-roots, each hit's snippet cut into runs so that a client can highlight the matches."""
+roots, each hit's snippet cut into runs so that a client can highlight the matches, and when
+and by whom its note last changed (as the memory tools say it)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from acp_memory.httpserver.errors import ApiError
 from acp_memory.httpserver.models import Root, RootIn
 from acp_memory.httpserver.routes_memory import SCOPES, api_words
 from acp_memory.httpserver.routes_sessions import SessionId
-from acp_memory.memory.search import Hit, marked
-from acp_memory.memory.store import NoteError
+from acp_memory.memory.history.provenance import Provenance, provenance
+from acp_memory.memory.search import Hit, Hits, marked
+from acp_memory.memory.store import MemoryStore, NoteError
+from acp_memory.timestamps import iso
 
 ROOTS = {scope: root for root, scope in SCOPES.items()}  # the store's scope -> the API's root
 
@@ -32,6 +35,10 @@ class SearchHit(CamelModel):
     score: float
     snippet: str = Field(description="up to 1,200 characters around the best matches")
     runs: list[SnippetRun] = Field(description="the snippet, cut at each match")
+    changed: str | None = Field(default=None, description="when the note last changed, ISO "
+                                "8601 UTC (absent when it is gone since the search)")
+    source: str | None = Field(default=None, description="who changed it last: memory_run, "
+                               "memory_tool, cli, http, command, or `hand edit`")
 
 
 class MemorySearch(CamelModel):
@@ -63,12 +70,12 @@ def search_routes(agent: HttpAgent) -> APIRouter:
         store = agent.memory_store(session)
         scope = SCOPES[root] if root is not None else "both"
         try:
-            hits = await anyio.to_thread.run_sync(store.search, q, scope, limit)
+            hits, origins = await anyio.to_thread.run_sync(_search, store, q, scope, limit)
         except NoteError as exc:
             raise ApiError(400, api_words(str(exc))) from None
         return MemorySearch(
             query=q,
-            hits=[_hit(hit, q) for hit in hits],
+            hits=[_hit(hit, q, origin) for hit, origin in zip(hits, origins, strict=True)],
             partial=True if hits.partial else None,
             embeddings_unavailable=hits.unavailable or None,
         )
@@ -76,7 +83,23 @@ def search_routes(agent: HttpAgent) -> APIRouter:
     return router
 
 
-def _hit(hit: Hit, query: str) -> SearchHit:
+def _search(
+    store: MemoryStore, query: str, scope: str, limit: int
+) -> tuple[Hits, list[Provenance | None]]:
+    """The hits and, for each, its note's provenance (None for a note gone since)."""
+    hits = store.search(query, scope, limit)
+    return hits, [_origin(store, hit.path) for hit in hits]
+
+
+def _origin(store: MemoryStore, path: str) -> Provenance | None:
+    try:
+        loc, data, mtime = store.read_bytes(path)
+    except NoteError:
+        return None
+    return provenance(store.journal, loc.root, loc.rel, data, mtime)
+
+
+def _hit(hit: Hit, query: str, origin: Provenance | None) -> SearchHit:
     scope, _, rel = hit.path.partition(":")
     return SearchHit(
         root=ROOTS[scope],  # type: ignore[arg-type]
@@ -84,4 +107,6 @@ def _hit(hit: Hit, query: str) -> SearchHit:
         score=hit.score,
         snippet=hit.snippet,
         runs=[SnippetRun(text=text, match=match) for text, match in marked(hit.snippet, query)],
+        changed=iso(origin.changed) if origin else None,
+        source=origin.source if origin else None,
     )

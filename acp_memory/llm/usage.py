@@ -6,15 +6,19 @@ from collections.abc import AsyncIterator, Callable
 
 from acp_memory.llm.provider import Provider, closing
 from acp_memory.llm.registry import ModelHandle
-from acp_memory.llm.types import ChatRequest, Finished, StreamEvent
+from acp_memory.llm.types import ChatRequest, Finished, StreamEvent, Usage
 
 
 class UsageMeter:
-    """Sums the usage that the providers report in each call's Finished event."""
+    """Sums the usage that the providers report in each call's Finished event. A model call
+    counts once it answered (a call that failed reports no usage, and is billed none)."""
 
     def __init__(self) -> None:
-        self.input_tokens = 0
+        self.model_calls = 0
+        self.input_tokens = 0  # the whole prompt, its cached part included
         self.output_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
 
     def around(self, model_for: Callable[[str], ModelHandle]) -> Callable[[str], ModelHandle]:
         """model_for whose handles are metered."""
@@ -29,7 +33,17 @@ class UsageMeter:
         return ModelHandle(handle.model_id, _Metered(handle.provider, self), handle.config)
 
     def as_json(self) -> dict[str, int]:
+        """The tokens as print mode's result gives them."""
         return {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens}
+
+    def add(self, usage: Usage | None) -> None:
+        """One answered call, with the usage its provider reported (None: it reported none)."""
+        self.model_calls += 1
+        if usage is not None:
+            self.input_tokens += usage.input_tokens
+            self.output_tokens += usage.output_tokens
+            self.cache_read_tokens += usage.cache_read_tokens
+            self.cache_write_tokens += usage.cache_write_tokens
 
 
 class _Metered:
@@ -42,7 +56,6 @@ class _Metered:
         events = self.provider.stream(request)
         async with closing(events):
             async for event in events:
-                if isinstance(event, Finished) and event.usage is not None:
-                    self.meter.input_tokens += event.usage.input_tokens
-                    self.meter.output_tokens += event.usage.output_tokens
+                if isinstance(event, Finished):
+                    self.meter.add(event.usage)
                 yield event

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from acp_memory.memory.history_cli import HISTORY_ACTIONS, add_history_parsers, run_history
+
 if TYPE_CHECKING:  # the store pulls in SQLite and the stemmers: load it only to run `notes`
     from acp_memory.config import Config, Paths
     from acp_memory.memory.search import Hits
@@ -25,7 +27,9 @@ NOTES_DESCRIPTION = (
     "<home>/memory (or memory.dir) and the project notes in <cwd>/memory. A path is "
     "scope:relative/path with scope global or project (or workspace, as HTTP calls it), e.g. "
     "global:prefs.md or project:api/auth.md; `global:` alone is the root. Writes follow the "
-    "agent's rules: secrets are redacted, the size limit holds, and a save is atomic."
+    "agent's rules: secrets are redacted, the size limit holds, and a save is atomic. Every "
+    "change, the agent's and yours, is kept in a history under the home: `notes log` shows "
+    "it and `notes undo` takes a change back."
 )
 INTERRUPTED = 130  # the status a shell expects after Ctrl-C
 _ALL = 1 << 62  # every pending note, for the counts (SQLite's LIMIT wants a number)
@@ -62,6 +66,17 @@ _ACTIONS = {
         "Delete a note, or with -r a folder and every note under it (asking first on a "
         "terminal). A root is never deleted.",
     ),
+    "stale": (
+        "list notes whose cited paths are gone or that no recall has read lately",
+        "List the notes of both roots that cite a path gone from the working directory "
+        "(--cwd), or that no memory run has read in --days days (a note never read counts "
+        "from its file time); nothing is deleted. Each line is scope:path and why. With "
+        "--json, a list of {root, path, reasons: [...], lastRead, changed, missing: [...]}: "
+        "root is global or project, path is relative to it, lastRead (null when never read) "
+        "and changed (the file time) are ISO 8601 UTC, missing holds the cited paths that "
+        "are gone.",
+    ),
+    **HISTORY_ACTIONS,
 }
 
 
@@ -100,6 +115,11 @@ def add_notes_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     rm.add_argument("-r", "--recursive", action="store_true",
                     help="delete a folder and every note under it")
     rm.add_argument("-y", "--yes", action="store_true", help="do not ask before deleting a folder")
+    stale = action("stale")
+    stale.add_argument("--days", type=int, default=None,
+                       help="a note no recall has read in this many days is listed (default 90)")
+    stale.add_argument("--json", action="store_true", help="print a JSON list (see above)")
+    add_history_parsers(action)
 
 
 def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
@@ -127,6 +147,10 @@ def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
                 return _edit(store, args.path)
             if action == "rm":
                 return _rm(store, args)
+            if action == "stale":
+                return _stale(store, args)
+            if action in HISTORY_ACTIONS:
+                return run_history(store, args)
         except (NoteError, MemoryPathError) as exc:
             return _fail(str(exc))
         except OSError as exc:
@@ -312,3 +336,21 @@ def _rm(store: MemoryStore, args: argparse.Namespace) -> int:
 
 def _notes(count: int) -> str:
     return f"{count} note" if count == 1 else f"{count} notes"
+
+
+def _stale(store: MemoryStore, args: argparse.Namespace) -> int:
+    from acp_memory.memory.facts import OLD_DAYS, stale_notes
+
+    days = OLD_DAYS if args.days is None else args.days
+    if days < 1:
+        return _fail("--days must be at least 1", 2)
+    found = stale_notes(store, days)
+    if args.json:
+        print(json.dumps([n.as_json() for n in found], ensure_ascii=False))
+        return 0
+    if not found:
+        print(f"no stale notes: every cited path is in {store.roots.cwd} and every note was "
+              f"read by a recall or changed in the last {days} days")
+    for n in found:
+        print(f"{n.scope}:{n.path}: {'; '.join(n.reasons())}")
+    return 0

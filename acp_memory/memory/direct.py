@@ -4,7 +4,9 @@ Offered with memory.inline only, to top-level sessions in agent mode. A note is 
 name in the `workspace` scope (the project root, `<cwd>/memory`) or the `global` one. Writes go
 through the MemoryStore the six memory tools use: the root's lock, atomic writes, the size
 limit and secret redaction. Like the memory subagent's saves, a call writes without asking the
-user: it changes the notes, never the workspace's files, and says in its result what it did.
+user (it changes the notes, never the workspace's files, and says in its result what it did),
+unless memory.review is ask: then it asks first, on its own tool call, or holds the change for
+approval when nobody can be asked (`review.py`).
 """
 
 from __future__ import annotations
@@ -15,10 +17,19 @@ from typing import Any
 
 from acp_memory.config import Config, Paths
 from acp_memory.memory.history.journal import ChangeSource, change_message
+from acp_memory.memory.review import (
+    Proposal,
+    Review,
+    TurnQuestions,
+    propose_delete,
+    propose_write,
+    reviewer_for,
+)
 from acp_memory.memory.roots import NOTE_SUFFIXES, Roots, scope_name
 from acp_memory.memory.store import MemoryStore, NoteError
-from acp_memory.memory.tools import format_save, run_note_work
+from acp_memory.memory.tools import format_save, run_note_work, run_reviewed
 from acp_memory.tools.base import ToolContext, ToolKind, ToolResult
+from acp_memory.tools.permissions import GRANTS_FILE, PermissionGate
 
 TOOL_NAME = "memory"
 # The tool's scope names; input also takes the store's `project` (roots.scope_name maps them).
@@ -103,10 +114,46 @@ class DirectMemoryTool:
         return [str(root / note_name(str(args["path"])))]
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        if self.cfg.memory.review == "ask":
+            return await self._reviewed(args, ctx)
         return await run_note_work(self.name, lambda: self._apply(args, ctx), False)
 
-    def _apply(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        """The call's save or delete, on a worker thread."""
+    async def _reviewed(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        """memory.review: ask: the change asked about on this call's own tool call id (the
+        engine's update of the call says how it ended), or held."""
+        grants = (PermissionGate(self.cfg.tools, ctx.bundle / GRANTS_FILE, None)
+                  if ctx.bundle is not None else None)
+        questions = TurnQuestions(ctx.session_id, reviewer_for(ctx.editor), grants)
+        try:
+            target, shown, content = self._target(args)
+        except NoteError as exc:
+            return ToolResult(f"Error: {exc}", is_error=True)
+        with self._store(ctx) as store:
+
+            def propose() -> Proposal:
+                if content is None:
+                    return propose_delete(store, target)
+                return propose_write(store, target, content)
+
+            def commit(seen: Proposal) -> str:
+                if content is None:
+                    store.delete(target, folders=False, if_state=seen.before.state)
+                    return f"deleted note {shown}."
+                written = store.write(target, content, if_unchanged=seen.current or "")
+                return format_save(written, shown)
+
+            review = Review(store, questions, lambda: ctx.call_id)
+            result = await run_reviewed(self.name, review, propose, commit)
+        # The store names the root by its own scope; the model knows it as `scope`.
+        return ToolResult(result.text.replace(target, shown), is_error=result.is_error)
+
+    def _store(self, ctx: ToolContext) -> MemoryStore:
+        source = ChangeSource("memory_tool", ctx.session_id, None, change_message(ctx.message))
+        return MemoryStore.from_config(self.cfg, self.paths, ctx.cwd, source=source)
+
+    def _target(self, args: Mapping[str, Any]) -> tuple[str, str, str | None]:
+        """The note a call names as the store and as the model know it, and the content to
+        save (None: a delete)."""
         scope = str(args["scope"])
         name = note_name(str(args["path"]))
         content = args.get("content")
@@ -117,11 +164,14 @@ class DirectMemoryTool:
             raise NoteError('give content to save the note, or delete: "true" to delete it')
         store_scope = scope_name(scope)
         target = f"{store_scope}:{name}"
-        shown = f"{TOOL_SCOPE[store_scope]}:{name}"
-        source = ChangeSource("memory_tool", ctx.session_id, None, change_message(ctx.message))
-        with MemoryStore.from_config(self.cfg, self.paths, ctx.cwd, source=source) as store:
+        return target, f"{TOOL_SCOPE[store_scope]}:{name}", None if delete else str(content)
+
+    def _apply(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
+        """The call's save or delete, on a worker thread."""
+        target, shown, content = self._target(args)
+        with self._store(ctx) as store:
             try:
-                if delete:
+                if content is None:
                     store.delete(target, folders=False)
                     return f"deleted note {shown}."
                 return format_save(store.write(target, str(content)), shown)

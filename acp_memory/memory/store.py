@@ -164,17 +164,22 @@ class MemoryStore(ClosedOnExit):
 
     def read(self, path: str) -> tuple[Location, str]:
         """The whole text of a note."""
+        loc, data, _ = self.read_bytes(path)
+        return loc, data.decode("utf-8", errors="replace")
+
+    def read_bytes(self, path: str) -> tuple[Location, bytes, float]:
+        """A note's bytes as they are on disk, and the modification time of those bytes."""
         loc = self.note_location(path)
         if loc.path.is_dir():
             raise NoteError(f"{loc.display} is a folder; list it to see its notes")
         try:
-            data = loc.path.read_bytes()
+            with open(loc.path, "rb") as f:
+                return loc, f.read(), os.fstat(f.fileno()).st_mtime
         except FileNotFoundError:
             msg = f"no note at {loc.display}; search or list to find the right path"
             raise NoteError(msg) from None
         except OSError as exc:
             raise NoteError(f"cannot read {loc.display}: {exc.strerror}") from None
-        return loc, data.decode("utf-8", errors="replace")
 
     def search(self, query: str, scope: str = "both", limit: int = 8) -> Hits:
         """Ranked notes for a query in global, project (or workspace) or both scopes."""
@@ -224,6 +229,13 @@ class MemoryStore(ClosedOnExit):
     ) -> SaveResult:
         """Save a note named from its title into relative_path (a folder, or itself a note path)."""
         self._check_size(body, "the note body")
+        path, title_red = self.save_target(title, scope, relative_path)
+        return self.write(path, body, extra=title_red)
+
+    def save_target(
+        self, title: str, scope: str, relative_path: str | None = None
+    ) -> tuple[str, Redaction]:
+        """The `scope:path` save() writes, and the title's redaction."""
         self._check_size(title, "the title")
         title_red = redact(title.strip())
         if not title_red.text:
@@ -237,7 +249,7 @@ class MemoryStore(ClosedOnExit):
         into = scope_name(scope)
         if into not in SCOPES:
             raise NoteError(f"unknown scope {scope!r}; save into global or project")
-        return self.write(f"{into}:{rel}", body, extra=title_red)
+        return f"{into}:{rel}", title_red
 
     def write(
         self,
@@ -252,17 +264,7 @@ class MemoryStore(ClosedOnExit):
         With if_unchanged (the text the caller started from, "" for a new note), the write is
         refused when someone else changed the note in the meantime.
         """
-        loc = self.note_location(path)
-        # Refused before redaction, which runs on a worker thread a cancel cannot stop: its
-        # time is bounded by the limit, not by what a caller sends.
-        self._check_size(content, "the note body")
-        red = redact(content)
-        if extra is not None:
-            red.removed.update(extra.removed)
-        if not red.text.strip():
-            raise NoteError("the note body is empty; to remove a note, delete it")
-        # Redaction can lengthen a note ("pw: x" becomes "pw: [REDACTED:password]").
-        data = self._check_size(red.text, "the note body", " after redaction" if red.count else "")
+        loc, red, data = self.prepare_write(path, content, extra)
         with self._locked(loc, "save"):
             self._ensure_inside(loc)
             if loc.path.is_dir():
@@ -287,6 +289,24 @@ class MemoryStore(ClosedOnExit):
                 write_atomic(loc.path, data)
         return SaveResult(loc.display, previous is not None, len(data), previous, red)
 
+    def prepare_write(
+        self, path: str, content: str, extra: Redaction | None = None
+    ) -> tuple[Location, Redaction, bytes]:
+        """What write() would write at path, checked and redacted, without writing: its
+        location, the redaction and the bytes."""
+        loc = self.note_location(path)
+        # Refused before redaction, which runs on a worker thread a cancel cannot stop: its
+        # time is bounded by the limit, not by what a caller sends.
+        self._check_size(content, "the note body")
+        red = redact(content)
+        if extra is not None:
+            red.removed.update(extra.removed)
+        if not red.text.strip():
+            raise NoteError("the note body is empty; to remove a note, delete it")
+        # Redaction can lengthen a note ("pw: x" becomes "pw: [REDACTED:password]").
+        data = self._check_size(red.text, "the note body", " after redaction" if red.count else "")
+        return loc, red, data
+
     def plan_delete(self, path: str) -> DeleteResult:
         """What delete(path) would remove, without removing anything."""
         loc = self._deletable(path)
@@ -295,15 +315,21 @@ class MemoryStore(ClosedOnExit):
         _check_note_target(loc)
         return DeleteResult(loc.display, False, 1)
 
-    def delete(self, path: str, *, folders: bool = True) -> DeleteResult:
+    def delete(
+        self, path: str, *, folders: bool = True, if_state: str | None = None
+    ) -> DeleteResult:
         """Delete a note, or (unless folders is False) a folder with everything under it.
 
-        A root is never deleted.
+        A root is never deleted. With if_state (the journal state of what the caller showed,
+        `history/states.py`), the delete is refused when the path holds anything else now.
         """
         loc = self._deletable(path)
         with self._locked(loc, "delete"):
             self._ensure_inside(loc)
             target = loc.path
+            if if_state is not None and capture(target).state != if_state:
+                raise NoteError(f"{loc.display} was changed by someone else since it was shown; "
+                                "nothing was deleted")
             if target.is_dir() and not target.is_symlink():
                 if not folders:
                     raise NoteError(f"{loc.display}/ is a folder; nothing was deleted")
@@ -362,22 +388,23 @@ class MemoryStore(ClosedOnExit):
         *,
         undoes: str | None = None,
         source: ChangeSource | None = None,
-    ) -> Iterator[None]:
+    ) -> Iterator[str | None]:
         """Journal the change of loc from before to after that the caller makes inside,
-        holding the root's lock, as made by source (default the store's). A journal that
-        cannot be written refuses the change before anything is written."""
+        holding the root's lock, as made by source (default the store's); yields the change's
+        id (None when nothing is recorded). A journal that cannot be written refuses the
+        change before anything is written."""
         if self.journal is None:
-            yield
+            yield None
             return
         if before.state == after.state:
-            yield  # nothing changes: nothing to record
+            yield None  # nothing changes: nothing to record
             return
         try:
             recording = self.journal.recording(
                 (loc.scope, loc.root, loc.rel), action, before, after, source or self.source,
                 current=lambda: capture(loc.path), undoes=undoes)
-            with recording:
-                yield
+            with recording as change_id:
+                yield change_id
         except JournalError as exc:
             raise NoteError(f"cannot record the change of {loc.display} in {exc}; "
                             "nothing was written") from None
@@ -387,6 +414,17 @@ class MemoryStore(ClosedOnExit):
         """Hold loc's root lock (as every write does), intents a dead writer left settled."""
         with self._locked(loc, doing):
             yield
+
+    def settle(self) -> None:
+        """Settle the changes a writer that died mid-change left in the journal, before the
+        history is read: each root with such intents is locked briefly (the others, never)."""
+        if self.journal is None:
+            return
+        for scope in self.roots.scopes():
+            loc = self.locate(f"{scope}:")
+            if self.journal.has_intents(loc.root):
+                with self._locked(loc, "settle the history of"):
+                    pass  # taking the lock settles them
 
     @contextlib.contextmanager
     def _locked(self, loc: Location, doing: str) -> Iterator[None]:

@@ -11,6 +11,8 @@ from typing import Any
 import anyio
 
 from acp_memory.config.models import MemoryConfig
+from acp_memory.memory.facts import hit_facts, read_result
+from acp_memory.memory.review import Proposal, Review, propose_delete, propose_write
 from acp_memory.memory.roots import SCOPE_ALIASES, FolderEntry, MemoryPathError, scope_name
 from acp_memory.memory.search import Hits
 from acp_memory.memory.store import MemoryStore, NoteError, SaveResult
@@ -80,9 +82,12 @@ def format_listing(display: str, entries: list[FolderEntry]) -> str:
     return "\n".join(lines)
 
 
-def format_hits(query: str, hits: Hits, where: str) -> str:
+def format_hits(
+    query: str, hits: Hits, where: str, facts: Callable[[str], list[str]] | None = None
+) -> str:
     """Hits with path, score and snippet, or one clear line when nothing matched; a list the
-    limit cut says how many matched in all; notices first."""
+    limit cut says how many matched in all; notices first. `facts(path)` gives the lines that
+    follow a hit's path line (memory/facts.py)."""
     notices = search_notices(hits)
     if not hits:
         return "\n".join([*notices, f"{NO_MATCH}{query!r} in {where}."])
@@ -91,7 +96,9 @@ def format_hits(query: str, hits: Hits, where: str) -> str:
         found = f"showing {len(hits)} of {found}"
     parts = [*notices, f"{found} for {query!r} in {where} (best first):"]
     for i, hit in enumerate(hits, 1):
-        parts.append(f"\n[{i}] {hit.path} (score {hit.score})\n{hit.snippet}")
+        lines = facts(hit.path) if facts is not None else []
+        parts.append("\n".join([f"\n[{i}] {hit.path} (score {hit.score})", *lines,
+                                hit.snippet]))
     return "\n".join(parts)
 
 
@@ -117,14 +124,20 @@ class MemoryTool:
     kind: ToolKind
     parameters: Mapping[str, Any]
     read_only: bool
-    handler: Callable[[Mapping[str, Any]], str]
+    handler: Callable[..., str]  # (args), or (args, the proposal the user was shown)
     title_arg: str
+    # memory.review: ask: the change the call would make, shown before it is made.
+    propose: Callable[[Mapping[str, Any]], Proposal] | None = None
+    review: Review | None = None
 
     def title(self, args: Mapping[str, Any]) -> str:
         verb = self.name.removeprefix("memory_").capitalize()
         return f"Memory {verb} {args.get(self.title_arg, '')}".rstrip()
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        if self.review is not None and self.propose is not None:
+            return await run_reviewed(self.name, self.review, partial(self.propose, args),
+                                      partial(self.handler, args))
         return await run_note_work(self.name, partial(self.handler, args), self.read_only)
 
 
@@ -137,17 +150,39 @@ async def run_note_work(name: str, work: Callable[[], str], read_only: bool) -> 
         # A cancelled read is abandoned at once; a write runs to its end, so a note is
         # either saved whole or not at all, never left to a thread nobody waits for.
         text = await anyio.to_thread.run_sync(work, abandon_on_cancel=read_only)
-    except (NoteError, MemoryPathError) as exc:
-        return ToolResult(f"Error: {exc}", is_error=True)
-    except OSError as exc:
-        return ToolResult(f"Error: {name} failed: {exc.strerror or exc}", is_error=True)
-    except (ValueError, RuntimeError) as exc:  # e.g. text no file system can hold
-        return ToolResult(f"Error: {name} failed: {exc}", is_error=True)
+    except (NoteError, MemoryPathError, OSError, ValueError, RuntimeError) as exc:
+        return _failed(name, exc)
     return ToolResult(text)
 
 
-def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
-    """The six tools over one store; search, list and read are read-only (ask mode's set)."""
+async def run_reviewed(
+    name: str, review: Review, propose: Callable[[], Proposal], commit: Callable[[Proposal], str]
+) -> ToolResult:
+    """A write under memory.review: ask: its change proposed (a worker thread), asked about
+    outside the root's lock, then committed against what was shown, or held."""
+    try:
+        proposal = await anyio.to_thread.run_sync(propose, abandon_on_cancel=True)
+    except (NoteError, MemoryPathError, OSError, ValueError, RuntimeError) as exc:
+        return _failed(name, exc)
+    return await review.change(
+        proposal, lambda shown: run_note_work(name, partial(commit, shown), False)
+    )
+
+
+def _failed(name: str, exc: Exception) -> ToolResult:
+    if isinstance(exc, NoteError | MemoryPathError):
+        return ToolResult(f"Error: {exc}", is_error=True)
+    if isinstance(exc, OSError):
+        return ToolResult(f"Error: {name} failed: {exc.strerror or exc}", is_error=True)
+    # ValueError, RuntimeError: e.g. text no file system can hold
+    return ToolResult(f"Error: {name} failed: {exc}", is_error=True)
+
+
+def memory_tools(
+    store: MemoryStore, cfg: MemoryConfig, review: Review | None = None
+) -> list[Tool]:
+    """The six tools over one store; search, list and read are read-only (ask mode's set).
+    With review (memory.review: ask), save and delete ask the user first."""
     both = "global, project or both"
 
     def search(args: Mapping[str, Any]) -> str:
@@ -155,7 +190,7 @@ def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
         scope = scope_name(_arg(args, "scope", required=False) or "both")
         hits = store.search(query, scope, cfg.max_search_hits)
         where = " and ".join(store.roots.scopes()) if scope == "both" else scope
-        return format_hits(query, hits, where)
+        return format_hits(query, hits, where, partial(hit_facts, store))
 
     def list_(args: Mapping[str, Any]) -> str:
         path = _arg(args, "path", required=False)
@@ -167,14 +202,17 @@ def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
         return format_listing(loc.display, entries)
 
     def read(args: Mapping[str, Any]) -> str:
-        loc, text = store.read(_arg(args, "path") or "")
-        return text if text.strip() else f"{loc.display} is an empty note."
+        return read_result(store, _arg(args, "path") or "")
 
     def mkdir(args: Mapping[str, Any]) -> str:
         loc, created = store.mkdir(_arg(args, "path") or "")
         return f"created folder {loc.display}/" if created else f"folder {loc.display} exists"
 
-    def save(args: Mapping[str, Any]) -> str:
+    def save(args: Mapping[str, Any], shown: Proposal | None = None) -> str:
+        if shown is not None:  # written only if the note is still the text the user saw
+            path, title_red = _save_target(args)
+            return format_save(store.write(path, _arg(args, "body") or "", extra=title_red,
+                                           if_unchanged=shown.current or ""))
         result = store.save(
             _arg(args, "title") or "",
             _arg(args, "body") or "",
@@ -183,8 +221,20 @@ def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
         )
         return format_save(result)
 
-    def delete(args: Mapping[str, Any]) -> str:
-        result = store.delete(_arg(args, "path") or "")
+    def _save_target(args: Mapping[str, Any]) -> tuple[str, Any]:
+        return store.save_target(_arg(args, "title") or "", _arg(args, "scope") or "",
+                                 _arg(args, "relative_path", required=False))
+
+    def propose_save(args: Mapping[str, Any]) -> Proposal:
+        path, title_red = _save_target(args)
+        return propose_write(store, path, _arg(args, "body") or "", title_red)
+
+    def propose_delete_(args: Mapping[str, Any]) -> Proposal:
+        return propose_delete(store, _arg(args, "path") or "")
+
+    def delete(args: Mapping[str, Any], shown: Proposal | None = None) -> str:
+        result = store.delete(_arg(args, "path") or "",
+                              if_state=None if shown is None else shown.before.state)
         if result.was_folder:
             removed = _count(result.notes_removed, "note", "notes")
             return f"deleted folder {result.path} and the {removed} under it."
@@ -197,8 +247,9 @@ def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
             "matches inflected word forms and identifiers (whole or by parts). Notes with an exact "
             "identifier of the query come first, else notes holding every query word, else notes "
             "holding any. Few words or one identifier work best. Returns at most "
-            f"{cfg.max_search_hits} hits with path, score and a snippet; open a hit with "
-            "memory_read.",
+            f"{cfg.max_search_hits} hits with path, score, when the note last changed and by "
+            "whom, the paths it cites that are gone from the workspace, and a snippet; open a hit "
+            "with memory_read.",
             "search",
             _schema(
                 {
@@ -221,7 +272,9 @@ def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
         ),
         MemoryTool(
             "memory_read",
-            "Read the whole text of one note (a .md or .txt file), e.g. global:preferences.md.",
+            "Read the whole text of one note (a .md or .txt file), e.g. global:preferences.md. "
+            "Before the text: when it last changed and by whom (\"(old)\" past 90 days) and "
+            "a line for each path it cites that is not in the workspace.",
             "read",
             _schema({"path": _PATH}, ["path"]),
             True, read, "path",
@@ -232,6 +285,7 @@ def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
             "edit",
             _schema({"path": {**_PATH, "description": "folder, e.g. project:architecture"}},
                     ["path"]),
+            # Not reviewed (memory.review): an empty folder holds nothing to consent to.
             False, mkdir, "path",
         ),
         MemoryTool(
@@ -251,13 +305,13 @@ def memory_tools(store: MemoryStore, cfg: MemoryConfig) -> list[Tool]:
                 },
                 ["title", "body", "scope"],
             ),
-            False, save, "title",
+            False, save, "title", propose_save, review,
         ),
         MemoryTool(
             "memory_delete",
             "Delete a note, or a folder with everything under it. A root is never deleted.",
             "delete",
             _schema({"path": _PATH}, ["path"]),
-            False, delete, "path",
+            False, delete, "path", propose_delete_, review,
         ),
     ]

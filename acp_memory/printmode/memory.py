@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import anyio
 
 from acp_memory.clock import Clock
+from acp_memory.memory.review import HELD_PREFIX
 from acp_memory.memory.tools import came_back_empty
 from acp_memory.printmode.console import Console, RunOutcome
 from acp_memory.printmode.output import Output
@@ -39,9 +40,12 @@ class RunTask(Protocol):
 
 
 def changed_notes(messages: Sequence[TranscriptMessage]) -> bool:
-    """Whether a memory run's transcript holds a save or a delete that succeeded."""
+    """Whether a memory run's transcript holds a save or a delete that succeeded (one held
+    for approval changed nothing yet)."""
     return any(
-        m.role == "tool" and m.name in CHANGING_TOOLS and not m.is_error for m in messages
+        m.role == "tool" and m.name in CHANGING_TOOLS and not m.is_error
+        and not m.content.startswith(HELD_PREFIX)
+        for m in messages
     )
 
 

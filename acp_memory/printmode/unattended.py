@@ -1,6 +1,8 @@
 """The editor's place in print mode, where nobody is there to ask: no files or terminals of its
 own (the tools use the local disk and local processes), and permission requests answered at
-once, allowed with --yes and otherwise denied with a line on stderr."""
+once, allowed with --yes and otherwise denied with a line on stderr. A memory change under
+memory.review: ask is never asked about either: --yes makes it, otherwise it is held for
+approval, with a line on stderr saying how to approve it."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ class Unattended:
     # What the user typed (`-p "/export PATH"`) is their own say: a command that would ask
     # them about its argument (commands/export.py) takes it as given.
     user_is_the_command_line = True
+    # As a memory review's Reviewer (memory/review.py): a rule, answering after the turn too.
+    attended = False
 
     def __init__(self, *, allow: bool, permission_mode: str, say: Callable[[str], None]) -> None:
         self.allow = allow
@@ -39,6 +43,19 @@ class Unattended:
             f"{self.permission_mode}); --yes allows it"
         )
         return "reject_once"
+
+    async def review(
+        self, session_id: str, tool_call: Mapping[str, Any], options: Sequence[Mapping[str, str]]
+    ) -> str | None:
+        """A memory change: made with --yes, else held (None)."""
+        return "allow_once" if self.allow else None
+
+    def held(self, display: str, pending_id: str) -> None:
+        self.say(
+            f"memory change held for approval ({pending_id}): {display}; see "
+            f"`acp-memory notes pending`, approve with `acp-memory notes approve {pending_id}` "
+            "(--yes makes such changes)"
+        )
 
     # The flags above keep the tools from asking for these; an answer, should one ask anyway.
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from acp_memory.config.models import Config, MemoryConfig
 from acp_memory.engine.prompt import Templates
 from acp_memory.memory.redact import redact_text
+from acp_memory.memory.review import Review
 from acp_memory.memory.store import MemoryStore
 from acp_memory.memory.tools import memory_tools
 from acp_memory.text.task_text import cut_task_text
@@ -101,13 +102,16 @@ class MemoryTemplates(Templates):
         return compose_memory_template(text, read_only=self.read_only, operator=self.operator)
 
 
-def memory_tool_set(store: MemoryStore, memory: MemoryConfig, *, read_only: bool) -> ToolSet:
-    """The child's tools: the six memory tools, or search, list and read in ask mode.
+def memory_tool_set(
+    store: MemoryStore, memory: MemoryConfig, *, read_only: bool, review: Review | None = None
+) -> ToolSet:
+    """The child's tools: the six memory tools, or search, list and read in ask mode; with
+    review (memory.review: ask), saves and deletes ask the user first.
 
     A write asked for in ask mode is refused before it runs: it is not in the set, and the
     set's label makes the error say why.
     """
-    tools = memory_tools(store, memory)
+    tools = memory_tools(store, memory, review)
     if read_only:
         label = "the memory subagent in ask mode (memory is read-only; saving is unavailable)"
         return ToolSet([t for t in tools if t.name in READ_TOOLS], label)
@@ -157,14 +161,16 @@ class MemoryLaunch:
         message: str,
         session_mode: str,
         session_model_id: str,
+        review: Review | None = None,
     ) -> MemoryLaunch:
-        """The launch for a user message of a session in session_mode on session_model_id."""
+        """The launch for a user message of a session in session_mode on session_model_id;
+        review asks the user before each save and delete (memory.review: ask)."""
         read_only = session_mode == "ask"
         return cls(
             # Redacted before the child reads it: a secret it never sees reaches none of the
             # run's files in any form (a lowercased search, a split token), nor a note.
             task=cut_task_text(redact_text(message)),
-            tools=memory_tool_set(store, cfg.memory, read_only=read_only),
+            tools=memory_tool_set(store, cfg.memory, read_only=read_only, review=review),
             templates=MemoryTemplates.for_launch(templates, cfg.memory, read_only=read_only),
             models=memory_model_chain(cfg, session_model_id),
             max_turns=memory_max_turns(cfg),

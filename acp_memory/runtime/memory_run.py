@@ -8,8 +8,9 @@ before the first model call; a report in by then rides in the turn context of ev
 that lands later joins from the next step, and nothing is carried into the next turn.
 
 The run lives in the pool (the runner's owner group), not in the turn: a cancelled turn stops
-waiting, never the run. Its task log ends with one line saying what became of the report.
-The bounds, the launch and retention belong to the memory service (`memory_service.py`).
+waiting, never the run. Its task log ends with what it cost and one line saying what became
+of the report; its cost is journaled too (`notes log --cost`). The bounds, the launch and
+retention belong to the memory service (`memory_service.py`).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ import anyio
 
 from acp_memory.engine.prompt import TurnContext
 from acp_memory.engine.turn import TurnContextSource
+from acp_memory.memory.history.journal import JournalError
 from acp_memory.memory.redact import redact_text
+from acp_memory.memory.review import TurnQuestions
 from acp_memory.runtime.memory_service import MemoryService
 from acp_memory.sessions.store import Session
 from acp_memory.tasks.admission import PoolRefused
 from acp_memory.tasks.pool import TaskPool
-from acp_memory.tasks.records import LOG_FILE, TaskRecord, task_dir
+from acp_memory.tasks.records import LOG_FILE, TaskCost, TaskRecord, task_dir
 from acp_memory.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -53,18 +56,25 @@ def run_reason(record: TaskRecord) -> str:
 def finished_update(
     task_id: str, child_session_id: str | None, record: TaskRecord, *, delivered: bool
 ) -> dict[str, Any]:
-    """The memory_run update of a settled run (the runner's and print mode's alike)."""
+    """The memory_run update of a settled run (the runner's and print mode's alike), with
+    what it cost in `_meta.acpMemory`."""
     update: dict[str, Any] = {
         "status": "finished",
         "taskId": task_id,
         "childSessionId": child_session_id,
         "taskStatus": record.status,
-        "durationMs": max(int((record.elapsed_seconds() or 0) * 1000), 0),
+        "durationMs": record.duration_ms(),
         "delivered": delivered,
     }
     if record.status != "succeeded":
         update["reason"] = run_reason(record)
+    update["_meta"] = {"acpMemory": run_cost_of(record).as_json()}
     return update
+
+
+def run_cost_of(record: TaskRecord) -> TaskCost:
+    """What a settled run cost; a run that never reached its body cost nothing."""
+    return record.cost or TaskCost(duration_ms=record.duration_ms())
 
 
 class MemoryRun:
@@ -78,8 +88,11 @@ class MemoryRun:
         text: str,
         notify: NotifyMemory | None,
         inner: TurnContextSource,
+        questions: TurnQuestions | None = None,
     ) -> None:
         self.service = service
+        # memory.review: ask: the run's writes are asked about while the turn runs.
+        self.questions = questions
         self.session = session
         self.text = text
         self.notify = notify
@@ -130,7 +143,10 @@ class MemoryRun:
 
     async def end_turn(self) -> None:
         """At the end of the turn, shielded by the caller: the updates still on their way go
-        out, and a run that settled without delivering says so now."""
+        out, and a run that settled without delivering says so now. A review question
+        still open is withdrawn first (its change held)."""
+        if self.questions is not None:
+            await self.questions.close()
         with anyio.move_on_after(SEND_BOUND_SECONDS):
             for event in list(self._pending):
                 await event.wait()
@@ -181,7 +197,8 @@ class MemoryRun:
             return None
         started = False
         try:
-            launched = await service.launch(self.session, self.text, self._on_finish)
+            launched = await service.launch(self.session, self.text, self._on_finish,
+                                            self.questions)
             started = True
         except (OSError, PoolRefused) as exc:
             # Not a bound: the log says why, the wire says nothing (skipped is the bounds').
@@ -230,11 +247,20 @@ class MemoryRun:
             line = "nothing delivered: the run was stopped"
         else:
             line = f"nothing delivered: the run failed: {run_reason(task.record)}"
+        cost = run_cost_of(record)
         path = task_dir(self.session.dir, task.id) / LOG_FILE
         try:
-            await anyio.to_thread.run_sync(_append_line, path, redact_text(line))
+            await anyio.to_thread.run_sync(
+                _append_lines, path, [f"cost: {cost.describe()}", redact_text(line)]
+            )
         except OSError as exc:
             log.warning("cannot write the delivery line of %s: %s", task.id, exc)
+        # The journal sums the runs' cost per day (`notes log --cost`).
+        record_run = self.service.journal().record_run
+        try:
+            await anyio.to_thread.run_sync(record_run, self.session.id, task.id, cost.as_json())
+        except JournalError as exc:
+            log.warning("cannot journal the cost of %s: %s", task.id, exc)
         # Only now: the run that just ended may itself be the oldest one retention removes.
         if self.pool is not None:
             self._spawn(self.service.retain(self.session, self.pool))
@@ -283,6 +309,6 @@ def _report_of(task: Task) -> str:
     return (task.result or "").strip() if task.record.status == "succeeded" else ""
 
 
-def _append_line(path: Path, line: str) -> None:
+def _append_lines(path: Path, lines: list[str]) -> None:
     with path.open("a", encoding="utf-8") as f:
-        f.write(f"{line}\n")
+        f.write("".join(f"{line}\n" for line in lines))

@@ -26,10 +26,12 @@ from acp_memory.engine.turn import TurnEngine, TurnSetup
 from acp_memory.hooks.events import SessionHooks, Subagent
 from acp_memory.llm.chain import ChainProvider
 from acp_memory.llm.registry import ModelHandle
+from acp_memory.llm.usage import UsageMeter
 from acp_memory.memory.history.journal import ChangeSource, Journal, change_message
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.keeper import IndexKeeper
 from acp_memory.memory.redact import RedactedStream, redact_json, redact_text
+from acp_memory.memory.review import Review, TurnQuestions
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore, indexes_for, journal_for
 from acp_memory.oserror import os_error_text
@@ -40,7 +42,7 @@ from acp_memory.sessions.store import Session
 from acp_memory.tasks.admission import PoolRefused
 from acp_memory.tasks.log import TaskLog
 from acp_memory.tasks.pool import TaskPool
-from acp_memory.tasks.records import TaskRecord
+from acp_memory.tasks.records import TaskCost, TaskRecord
 from acp_memory.tasks.task import Task, TaskFailed
 from acp_memory.tools.registry import ToolRegistry
 
@@ -182,10 +184,15 @@ class MemoryService:
     # -- a run's task --------------------------------------------------------------------------
 
     async def launch(
-        self, parent: Session, text: str, on_finish: Callable[[Task], None]
+        self,
+        parent: Session,
+        text: str,
+        on_finish: Callable[[Task], None],
+        questions: TurnQuestions | None = None,
     ) -> Launched:
-        """Start the memory child on text as a system task of parent's pool. Raises OSError or
-        PoolRefused when it cannot start."""
+        """Start the memory child on text as a system task of parent's pool; with questions
+        (memory.review: ask), its saves and deletes ask the user of the parent's turn first.
+        Raises OSError or PoolRefused when it cannot start."""
         cfg = self.cfg
         pool = self.host.pool_for(parent)
         # The source names the task once it has an id (the body sets it).
@@ -197,12 +204,15 @@ class MemoryService:
             message=text,
             session_mode=parent.record.mode,
             session_model_id=parent.record.selected_model_id,
+            review=None if questions is None else Review.for_run(store, questions),
         )
         # The bundle is made by the task, once its id is known: session.json is written once.
         child_id = new_session_id()
 
         async def body(task: Task) -> str:
             store.source = ChangeSource("memory_run", parent.id, task.id, change_message(text))
+            meter = UsageMeter()
+            task.record.cost = TaskCost()  # a run that ends before any model call cost nothing
             create = partial(
                 self.host.create_child,
                 cwd=parent.record.cwd,
@@ -221,8 +231,10 @@ class MemoryService:
                 store.close()
                 raise TaskFailed(f"cannot create the child session: {os_error_text(exc)}") from None
             try:
-                return await self._run_child(child, launch, task.log)
+                return await self._run_child(child, launch, task.log, meter)
             finally:
+                # However it ended (a timeout, a stop, a failure): what its calls cost so far.
+                task.record.cost = run_cost(meter)
                 child.close()
                 store.close()
 
@@ -252,11 +264,14 @@ class MemoryService:
     def _ended(self, task: Task) -> None:
         self._running.pop(task, None)
 
-    async def _run_child(self, child: Session, launch: MemoryLaunch, task_log: TaskLog) -> str:
+    async def _run_child(
+        self, child: Session, launch: MemoryLaunch, task_log: TaskLog, meter: UsageMeter
+    ) -> str:
         handles = [self.host.model_for(model_id) for model_id in launch.models]
-        # The chain sets each request's model, max_tokens (capped) and sampling itself.
+        # The chain sets each request's model, max_tokens (capped) and sampling itself; the
+        # meter counts every answer it gives, a fallback model's included.
         chain = ChainProvider(handles, self.cfg.memory.copilot_max_tokens)
-        model = ModelHandle(handles[0].model_id, chain, handles[0].config)
+        model = meter.wrap(ModelHandle(handles[0].model_id, chain, handles[0].config))
         # Its own engine: the memory templates, no registry tools (the set comes with the
         # launch), the parent engine's clock.
         engine = TurnEngine(
@@ -347,6 +362,17 @@ class MemoryService:
 def is_memory_run(record: TaskRecord) -> bool:
     """Whether record is a memory run's (a system task of the memory agent)."""
     return record.system and record.agent is not None and record.agent.name == MEMORY_AGENT_NAME
+
+
+def run_cost(meter: UsageMeter) -> TaskCost:
+    """A run's cost as its record keeps it; its time is the record's (set as it is sealed)."""
+    return TaskCost(
+        model_calls=meter.model_calls,
+        input_tokens=meter.input_tokens,
+        output_tokens=meter.output_tokens,
+        cached_read_tokens=meter.cache_read_tokens,
+        cached_write_tokens=meter.cache_write_tokens,
+    )
 
 
 def final_message(child: Session) -> str:

@@ -19,7 +19,7 @@ from anyio.abc import TaskGroup
 from acp_memory.clock import Clock
 from acp_memory.config import Config, Paths
 from acp_memory.editor import Editor
-from acp_memory.engine.events import AgentText, Emit
+from acp_memory.engine.events import AgentText, Emit, ToolCallFinished
 from acp_memory.engine.prompt import TurnContext
 from acp_memory.engine.turn import (
     PlainContext,
@@ -32,6 +32,7 @@ from acp_memory.hooks.surface import Hooks
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.usage import UsageMeter
 from acp_memory.memory.inline import session_memory
+from acp_memory.memory.review import TurnQuestions, reviewer_for
 from acp_memory.runtime.memory_run import MemoryRun, NotifyMemory
 from acp_memory.runtime.memory_service import MemoryHost, MemoryService
 from acp_memory.runtime.subagents import Subagents
@@ -299,7 +300,8 @@ class SessionRunner:
         memory: MemoryRun | None = None
         if self.memory_due(session):
             # Started only once the UserPromptSubmit hooks accepted the prompt (engine.run).
-            memory = MemoryRun(self.memory, session, text, notify_memory, context)
+            memory = MemoryRun(self.memory, session, text, notify_memory, context,
+                               self.review_questions(session, editor, emit))
             context = memory
         setup = TurnSetup(
             tool_context=self.tool_context(session, editor),
@@ -313,6 +315,20 @@ class SessionRunner:
                 # Before the prompt's answer: the finished update of a settled run.
                 with anyio.CancelScope(shield=True):
                     await memory.end_turn()
+
+    def review_questions(
+        self, session: Session, editor: Editor | None, emit: Emit
+    ) -> TurnQuestions | None:
+        """With memory.review: ask, the review questions of a turn of session: asked through
+        its editor, each one's end told on the turn's stream; None when review is off."""
+        if self.cfg.memory.review != "ask":
+            return None
+
+        async def tell(call_id: str, status: Literal["completed", "failed"], text: str) -> None:
+            await emit(ToolCallFinished(call_id, status, text))
+
+        grants = PermissionGate(self.cfg.tools, session.dir / GRANTS_FILE, None)
+        return TurnQuestions(session.id, reviewer_for(editor), grants, tell)
 
 
 class PoolContext:

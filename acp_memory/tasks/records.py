@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
 
 from acp_memory.timestamps import parse_iso, utc_now
 
@@ -57,8 +58,36 @@ class AgentRef(BaseModel):
     system: bool = False
 
 
+class TaskCost(BaseModel):
+    """What a memory run cost: its answered model calls and their tokens as the providers
+    reported them (tokens in count the cached ones), and its time from start to finish."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_read_tokens: int = 0
+    cached_write_tokens: int = 0
+    duration_ms: int = 0
+
+    def as_json(self) -> dict[str, int]:
+        """camelCase, as the wire's `_meta.acpMemory` and the journal take it."""
+        return {to_camel(name): value for name, value in self.model_dump().items()}
+
+    def describe(self) -> str:
+        """One line: `3 model calls, 1200 tokens in (800 cached), 95 out, 2.1 s`."""
+        calls = f"{self.model_calls} model call{'' if self.model_calls == 1 else 's'}"
+        cache = [(self.cached_read_tokens, "cached"),
+                 (self.cached_write_tokens, "written to cache")]
+        cached = ", ".join(f"{n} {what}" for n, what in cache if n)
+        tokens_in = f"{self.input_tokens} tokens in" + (f" ({cached})" if cached else "")
+        return f"{calls}, {tokens_in}, {self.output_tokens} out, {self.duration_ms / 1000:.1f} s"
+
+
 class TaskRecord(BaseModel):
-    """One task as meta.json holds it. `agent` is written for agent tasks only."""
+    """One task as meta.json holds it. `agent` is written for agent tasks only, `cost` for
+    memory runs only (a record written before runs had a cost reads as None)."""
 
     model_config = ConfigDict(extra="ignore", validate_assignment=False)
 
@@ -79,6 +108,7 @@ class TaskRecord(BaseModel):
     system: bool = False
     pid: int | None = None
     agent: AgentRef | None = None
+    cost: TaskCost | None = None
 
     @property
     def finished(self) -> bool:
@@ -86,6 +116,8 @@ class TaskRecord(BaseModel):
 
     def dump(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
+        if self.cost is None:
+            data.pop("cost")
         if self.kind != "agent":
             data.pop("agent")
         elif isinstance(data.get("agent"), dict) and not data["agent"].get("system"):
@@ -99,6 +131,10 @@ class TaskRecord(BaseModel):
             return None
         end = parse_time(self.finished_at) if self.finished else (now or utc_now())
         return max(0.0, ((end or start) - start).total_seconds())
+
+    def duration_ms(self) -> int:
+        """elapsed_seconds in whole milliseconds (0 before it started)."""
+        return int((self.elapsed_seconds() or 0) * 1000)
 
     def summary(self, now: datetime | None = None) -> str:
         """One line for the model: id, status, exit code, elapsed time and label, no output."""

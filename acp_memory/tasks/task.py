@@ -168,6 +168,8 @@ class Task:
             record.error = self.redact(record.error)
         record.finished_at = now_iso()
         record.started_at = record.started_at or record.finished_at
+        if record.cost is not None:  # timed as the record is, so every surface says one time
+            record.cost.duration_ms = record.duration_ms()
         record.output_bytes = self.log.total
         record.output_truncated = self.log.truncated
         await self.write_record()

@@ -7,7 +7,8 @@ so they hold for the session's later turns and after session/load:
     {"version": 1,
      "commands": {"make test": "allow"},           # that exact command line
      "writes": {"/home/me/project": "allow"},        # any write inside that workspace
-     "folders": {"/etc": "reject"}}                  # any path outside at or below that folder
+     "folders": {"/etc": "reject"},                  # any path outside at or below that folder
+     "memory": {"writes": "allow"}}                  # memory.review: ask's "allow for this session"
 """
 
 from __future__ import annotations
@@ -174,9 +175,26 @@ class PermissionGate:
                 # The answer still holds for this call; only remembering it failed.
                 log.warning("cannot remember a permission in %s: %s", self.grants_file, exc)
 
+    def memory_writes_allowed(self) -> bool:
+        """Whether the user allowed every memory write of this session (a worker thread)."""
+        return self._load()[0]["memory"].get("writes") == "allow"
+
+    def allow_memory_writes(self) -> None:
+        """Remember "allow for this session" for the session's memory writes (a worker thread)."""
+        with _FILE_LOCK:
+            grants, readable = self._load()
+            if not readable:
+                return  # never written over, as _remember
+            grants["memory"]["writes"] = "allow"
+            try:
+                write_json_atomic(self.grants_file, grants)
+            except OSError as exc:
+                log.warning("cannot remember a permission in %s: %s", self.grants_file, exc)
+
     def _load(self) -> tuple[dict[str, Any], bool]:
         """The remembered answers, and whether the file (if any) could be read."""
-        grants: dict[str, Any] = {"version": 1, "commands": {}, "writes": {}, "folders": {}}
+        grants: dict[str, Any] = {"version": 1, "commands": {}, "writes": {}, "folders": {},
+                                  "memory": {}}
         try:
             data = json.loads(self.grants_file.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -188,7 +206,7 @@ class PermissionGate:
         if not isinstance(data, dict):
             log.warning("ignoring %s: not a JSON object", self.grants_file)
             return grants, False
-        for key in ("commands", "writes", "folders"):
+        for key in ("commands", "writes", "folders", "memory"):
             value = data.get(key)
             if isinstance(value, dict):
                 grants[key] = {str(k): v for k, v in value.items() if _decision(v)}

@@ -172,6 +172,9 @@ def test_a_memory_run_is_watched_from_its_card_to_its_read_only_transcript(page)
     log = card.find_element("css selector", ".log")
     page.wait(lambda: "report delivered to the turn" in log.text, "the run's log")
     assert "memory_search" in log.text and "=== subagent report ===" in log.text
+    cost = card.find_element("css selector", ".card-cost").text  # as the log's cost line
+    assert re.fullmatch(r"cost: \d+ model calls?, \d+ tokens in, \d+ out, \d+\.\d s", cost)
+    assert f"\n{cost}\n" in f"\n{log.text}\n"
     page.wait(lambda: "From memory:" in page.text("#transcript"), "the answer with memory")
     page.shot("drawer-finished-1280")
 

@@ -53,10 +53,12 @@ def test_the_demo_recalls_a_note_saves_a_fact_and_recalls_it_from_disk_in_a_kept
         "What is the staging server called?",
         "Remember that my favourite fruit is the mango.",
         "What is my favourite fruit?",
+        "Forget that my favourite fruit is the mango.",
     ]
     assert "- The staging server is called bramble." in turns[0]
     assert "Saved to global memory: My favourite fruit is the mango." in turns[1]
     assert "- My favourite fruit is the mango." in turns[2]
+    assert "Deleted:\n         - My favourite fruit is the mango." in turns[3]
     saved = home / "memory" / "my-favourite-fruit-is-the-mango.md"
     assert saved.read_text().strip() == "My favourite fruit is the mango."
     assert not (project / "memory").exists()
@@ -85,7 +87,24 @@ def test_the_demo_recalls_a_note_saves_a_fact_and_recalls_it_from_disk_in_a_kept
             record = json.loads((Path(parent) / child).read_text())
             assert record["subagentName"] == "memory"
             assert record["parentSessionId"] == parent_id
-    assert sum(c.count('subagentName "memory"') for _, c in listed) == 3
+    assert sum(c.count('subagentName "memory"') for _, c in listed) == 4
+
+    # The forgetting run's delete, as the history keeps it, brought back by `notes undo`.
+    kept = re.search(r"^== the memory history keeps what that run deleted:\n +(chg_\w{12})  .*"
+                     r"  delete  global:my-favourite-fruit-is-the-mango\.md: deleted, 33 bytes; "
+                     r"by memory_run \(session (sess_\w+), task (bg_\d+)\): "
+                     r'"Forget that my favourite fruit is the mango\."$', out, re.M)
+    assert kept, out
+    change = kept[1]
+    fresh = re.findall(r"^ +session (sess_\w+)$", out, re.M)[1]
+    assert (kept[2], kept[3]) == (fresh, "bg_2")  # the forgetting run of the fresh session
+    undo = out[out.index("== brought back with `acp-memory notes undo`:") :].splitlines()[1:4]
+    words = shlex.split(undo[0])
+    assert words[: len(COMMAND) + 5] == ["$", *COMMAND, "notes", "undo", change, "-y"]
+    assert re.fullmatch(rf" +undid {change}: restored global:my-favourite-fruit-is-the-mango"
+                        r"\.md; the undo is chg_\w{12}", undo[1]), undo
+    assert undo[2].strip() == ("global:my-favourite-fruit-is-the-mango.md: My favourite fruit "
+                               "is the mango.")
 
     # The commands it prints work as printed, by the path of the program that ran.
     notes = re.search(r"^ +(\S.* notes list --home .+)$", out, re.M)[1]
@@ -95,6 +114,13 @@ def test_the_demo_recalls_a_note_saves_a_fact_and_recalls_it_from_disk_in_a_kept
         timeout=TIMEOUT, check=False,
     )
     assert "global:my-favourite-fruit-is-the-mango.md" in listing.stdout, listing.stderr
+    history = re.search(r"^ +(\S.* notes log --home .+?)   #", out, re.M)[1]
+    logged = subprocess.run(
+        shlex.split(history), capture_output=True, text=True, env=_env(tmp_path), cwd=project,
+        timeout=TIMEOUT, check=False,
+    )
+    actions = [line.split("  ")[2] for line in logged.stdout.splitlines()]
+    assert actions == ["undo", "delete", "create"], logged.stdout + logged.stderr
     log = Path(shlex.split(re.search(r"^ +cat (.+?)   #", out, re.M)[1])[0])
     assert log.read_text().rstrip().endswith("report delivered to the turn (first request)")
 

@@ -38,7 +38,7 @@ from acp_memory.printmode.output import JsonOutput, StreamJsonOutput, TextOutput
 from acp_memory.runtime.memory_service import MEMORY_EXIT_WAIT_SECONDS
 from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import SessionStore
-from acp_memory.tasks.records import TaskRecord
+from acp_memory.tasks.records import TaskCost, TaskRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -867,12 +867,17 @@ async def test_a_run_that_settles_after_the_turn_is_told_as_the_runner_tells_it(
     task.record.status = status
     task.record.error = error
     task.record.finished_at = _stamp(STARTED + timedelta(seconds=2))
+    task.record.cost = TaskCost(model_calls=2, input_tokens=300, output_tokens=40,
+                                cached_read_tokens=100, duration_ms=2000)
     task.done.set()
     await watch.settle()
     finished = json.loads(out.text.splitlines()[-1])["update"]
     expected = {
         "sessionUpdate": "memory_run", "status": "finished", "taskId": "bg_1",
         "childSessionId": CHILD, "taskStatus": status, "durationMs": 2000, "delivered": False,
+        "_meta": {"acpMemory": {"modelCalls": 2, "inputTokens": 300, "outputTokens": 40,
+                                "cachedReadTokens": 100, "cachedWriteTokens": 0,
+                                "durationMs": 2000}},
     }
     if reason is not None:
         expected["reason"] = reason

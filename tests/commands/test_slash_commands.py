@@ -66,7 +66,8 @@ async def test_the_commands_are_advertised_after_session_new_and_after_session_l
     assert answer < advert  # the editor knows the session by the time it hears of them
     assert [c.name for c in commands] == NAMES
     hints = {c.name: c.input.root.hint if c.input else None for c in commands}
-    assert hints["help"] is None and hints["memory"] is None
+    assert hints["help"] is None
+    assert hints["memory"] == "log, undo, pending, approve [ID|all], reject [ID|all] (optional)"
     assert hints["remember"] == "what to remember" and "focus" in hints["compact"]
     async with in_process_agent(cfg, paths) as ed:
         await ed.conn.initialize(protocol_version=1)
@@ -256,6 +257,27 @@ async def test_memory_shows_the_last_run_and_the_notes_of_both_roots(paths):
     assert f"- global: 1 note in {notes}" in reply
     assert f"- project: 0 notes in {paths.cwd / 'memory'}" in reply
     assert len(server.child_requests) == 1  # /memory itself started none
+
+
+async def test_memory_reads_a_run_recorded_before_runs_had_a_cost(paths):
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text(REPORT)]
+        server.script(text("Mango."))
+        async with turn_agent(memory_config(server), paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "What fruit?") == "end_turn"
+        record = paths.sessions_dir / sid / "background" / "bg_1" / "meta.json"
+        older = json.loads(record.read_text())
+        del older["cost"]
+        record.write_text(json.dumps(older))
+        async with turn_agent(memory_config(server), paths) as (ed, _):
+            await ed.conn.initialize(protocol_version=1)
+            await ed.conn.load_session(session_id=sid, cwd=str(paths.cwd), mcp_servers=[])
+            ed.client.updates.clear()
+            assert await prompt(ed, sid, "/memory") == "end_turn"
+            reply = said(ed, sid)
+    assert "Last memory run: bg_1, succeeded (" in reply and "Cost:" not in reply
+    assert "Delivery: report delivered to the turn (first request)." in reply
 
 
 def offline_memory() -> Config:

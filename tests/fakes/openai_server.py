@@ -107,10 +107,12 @@ class FakeOpenAI(FakeModelServer):
         }
 
     @staticmethod
-    def _usage(reply: Reply) -> dict[str, int]:
+    def _usage(reply: Reply) -> dict[str, Any]:
+        # As OpenAI reports it: the cached part is within prompt_tokens, told in its details.
         tokens_in, tokens_out = reply.usage
         return {
             "prompt_tokens": tokens_in,
             "completion_tokens": tokens_out,
             "total_tokens": tokens_in + tokens_out,
+            "prompt_tokens_details": {"cached_tokens": reply.cached},
         }

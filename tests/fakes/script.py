@@ -5,6 +5,7 @@ Build replies with the functions below and queue them with `server.script(...)`:
     text("Hello there", chunks=3, reasoning="Let me think")   # streamed in 3 pieces
     tool_calls(call("read", {"path": "a.md"}, chunks=4), call("ls", {}), text="Looking.")
     text("too long", finish="length")                          # a max-tokens stop
+    text("Hi").costing(1200, 95, cached=800)                   # the usage it reports
     error(429, "slow down", retry_after=2)                     # before any output
     error(402, "subscription expired")
     error(529, "Overloaded", in_stream=True)                   # 200, then an error event
@@ -52,6 +53,7 @@ class Reply:
     calls: tuple[Call, ...] = ()
     finish: str | None = None  # "stop" | "length" | "tool_calls"; default from calls
     usage: tuple[int, int] = (12, 7)  # (input, output) tokens
+    cached: int = 0  # of the input tokens, those read from the provider's prompt cache
     status: int = 200
     message: str = ""  # the error message of an error reply
     headers: dict[str, str] = field(default_factory=dict)
@@ -73,6 +75,10 @@ class Reply:
     def then_error(self, status: int, message: str) -> Reply:
         """This reply's output followed by an error event inside the stream."""
         return replace(self, stream_error=status, message=message)
+
+    def costing(self, tokens_in: int, tokens_out: int, cached: int = 0) -> Reply:
+        """This reply, its usage reporting these tokens (cached: of tokens_in)."""
+        return replace(self, usage=(tokens_in, tokens_out), cached=cached)
 
     def broken_after(self, pieces: int) -> Reply:
         """This reply cut off (connection closed) after that many output pieces."""

@@ -71,3 +71,13 @@ async def test_the_markdown_route_answers_safe_html(paths):
         "html": "<h1>Hi</h1>\n<p>&lt;script&gt;x&lt;/script&gt; [a](javascript:y)</p>",
     }
     assert bad.status_code == 400 and "text" in bad.json()["error"]["message"]
+
+
+async def test_the_history_script_is_served_and_loaded_before_the_page_script(paths):
+    async with served(Config(), paths) as api:
+        page = (await api.client.get("/")).text
+        script = await api.client.get("/static/history.js")
+    assert script.status_code == 200 and "'use strict'" in script.text
+    assert script.headers["content-type"].startswith("text/javascript")
+    # app.js calls history.js's functions as it starts: history.js must be there first.
+    assert page.index('src="/static/history.js"') < page.index('src="/static/app.js"')

@@ -3,6 +3,8 @@ tasks, read with their log tail, and the person may stop one."""
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import pytest
 from httpkit import BOUND_S, HeldProvider, memory_config, served, use_model
@@ -47,7 +49,12 @@ async def test_a_finished_task_is_read_with_its_log_and_a_stop_leaves_it_as_it_i
         detail = (await api.client.get(url)).json()
         quiet = (await api.client.get(url, params={"tail": 0})).json()
         stopped = (await api.client.post(f"{url}/stop")).json()
+        (listed,) = (await api.client.get(url.rpartition("/")[0])).json()["tasks"]
     assert detail["task"]["status"] == "succeeded"
+    # What the run cost, as its record keeps it (the Tasks drawer shows it).
+    meta = json.loads((paths.sessions_dir / sid / "background" / "bg_1" / "meta.json").read_text())
+    assert detail["task"]["cost"] == listed["cost"] == meta["cost"]
+    assert meta["cost"]["model_calls"] >= 1 and meta["cost"]["input_tokens"] > 0
     assert "=== subagent report ===" in detail["tail"]
     assert "tail" not in quiet
     assert stopped["task"]["status"] == "succeeded"

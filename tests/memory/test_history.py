@@ -153,7 +153,7 @@ def test_a_journal_that_cannot_be_written_refuses_the_change(
     (home / "history").write_text("a file where the folder goes")
     journal = Journal(home / "history" / "journal.sqlite3")
     with MemoryStore(roots, home / "cache", journal=journal) as store, pytest.raises(
-        NoteError, match="cannot record the change of global:x.md in the memory history"
+        NoteError, match=r"cannot record the change of global:x\.md in the memory history"
     ):
         store.write("global:x.md", "one\n")
     assert not (roots.global_root / "x.md").exists()

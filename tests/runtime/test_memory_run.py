@@ -139,7 +139,10 @@ async def test_a_turn_runs_the_memory_child_and_its_report_rides_the_first_reque
          "childSessionId": child_id},
         {"sessionUpdate": "memory_run", "status": "finished", "taskId": task_id,
          "childSessionId": child_id, "taskStatus": "succeeded",
-         "durationMs": updates[1]["durationMs"], "delivered": True},
+         "durationMs": updates[1]["durationMs"], "delivered": True,
+         "_meta": {"acpMemory": {"modelCalls": 2, "inputTokens": 24, "outputTokens": 14,
+                                 "cachedReadTokens": 0, "cachedWriteTokens": 0,
+                                 "durationMs": updates[1]["durationMs"]}}},
     ]
     assert not [u for u in streamed if u.session_update in ("tool_call", "tool_call_update")]
     said = "".join(u.content.text for u in streamed if u.session_update == "agent_message_chunk")
@@ -243,6 +246,63 @@ async def test_the_chain_falls_back_when_the_first_model_fails_before_output(pat
     assert REPORT.splitlines()[1] in turn_context_text(server.parent_requests[0])
 
 
+async def test_a_runs_cost_is_what_its_providers_reported_on_every_surface(paths):
+    """Every answered call of the chain counts, the fallback's included (the failed call
+    reports no usage); the record, the log, the finished update, the journal and /memory
+    all say the same."""
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [
+            error(402, "subscription expired"),
+            tool_calls(call("memory_search", {"query": "fruit"})).costing(1000, 60, cached=800),
+            text(REPORT).costing(1200, 35, cached=1000),
+        ]
+        server.script(text("Mango it is."))
+        cfg = memory_config(server, model="fake/cheap")
+        cfg.models.append(ModelConfig(model="fake/cheap", max_tokens=128))
+        async with turn_agent(cfg, paths) as (ed, agent):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "What is my favourite fruit?") == "end_turn"
+            (finished,) = [u for u in memory_updates(ed) if u["status"] == "finished"]
+            ed.client.updates.clear()
+            assert await prompt(ed, sid, "/memory") == "end_turn"
+            shown = "".join(u.content.text for s, u in ed.client.updates
+                            if s == sid and u.session_update == "agent_message_chunk")
+            per_day = agent.runner.memory.journal().costs_per_day()
+    took = finished["durationMs"]
+    assert finished["_meta"] == {"acpMemory": {
+        "modelCalls": 2, "inputTokens": 2200, "outputTokens": 95, "cachedReadTokens": 1800,
+        "cachedWriteTokens": 0, "durationMs": took}}
+    assert meta(paths, sid, "bg_1")["cost"] == {
+        "model_calls": 2, "input_tokens": 2200, "output_tokens": 95, "cached_read_tokens": 1800,
+        "cached_write_tokens": 0, "duration_ms": took}
+    line = f"2 model calls, 2200 tokens in (1800 cached), 95 out, {took / 1000:.1f} s"
+    assert task_log(paths, sid, "bg_1").splitlines()[-2:] == [
+        f"cost: {line}", "report delivered to the turn (first request)"]
+    assert f"Cost: {line}." in shown
+    assert [{k: v for k, v in row.items() if k != "day"} for row in per_day] == [{
+        "runs": 1, "modelCalls": 2, "inputTokens": 2200, "outputTokens": 95,
+        "cachedReadTokens": 1800, "cachedWriteTokens": 0, "durationMs": took}]
+
+
+async def test_a_run_that_fails_midway_keeps_the_cost_of_the_calls_it_made(paths):
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [
+            tool_calls(call("memory_search", {"query": "fruit"})).costing(300, 20, cached=100),
+            error(402, "subscription expired"),
+        ]
+        server.script(text("answered anyway"))
+        async with turn_agent(memory_config(server), paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "hello") == "end_turn"
+            finished = memory_updates(ed)[-1]
+    record = meta(paths, sid, "bg_1")
+    assert record["status"] == "failed" and finished["taskStatus"] == "failed"
+    assert record["cost"] == {"model_calls": 1, "input_tokens": 300, "output_tokens": 20,
+                              "cached_read_tokens": 100, "cached_write_tokens": 0,
+                              "duration_ms": finished["durationMs"]}
+    assert finished["_meta"]["acpMemory"]["modelCalls"] == 1
+
+
 async def test_a_run_past_the_session_bound_is_skipped(paths):
     async with MemoryRoutedOpenAI() as server:
         server.script(text("ok"))
@@ -311,6 +371,9 @@ async def test_ext_notification_mode_sends_the_extension_method(paths):
     assert [u["status"] for u in updates] == ["started", "finished"]
     assert all(u["sessionId"] == sid and "sessionUpdate" not in u for u in updates)
     assert "_acp_memory/memory_run" in methods
+    assert updates[1]["_meta"]["acpMemory"] == {  # the fake's one answer, its usage
+        "modelCalls": 1, "inputTokens": 12, "outputTokens": 7, "cachedReadTokens": 0,
+        "cachedWriteTokens": 0, "durationMs": updates[1]["durationMs"]}
 
 
 async def test_a_cancel_during_the_wait_ends_the_wait_not_the_run(paths):

@@ -118,13 +118,13 @@ async def test_a_client_that_never_takes_the_finished_update_cannot_hold_the_tur
     clock = FakeClock()
     stuck, never, written = anyio.Event(), anyio.Event(), anyio.Event()
     last_line_while_stuck: list[str] = []
-    append_line = memory_run._append_line
+    append_lines = memory_run._append_lines
 
-    def append_and_say(path: Path, line: str) -> None:  # in the worker thread
-        append_line(path, line)
+    def append_and_say(path: Path, lines: list[str]) -> None:  # in the worker thread
+        append_lines(path, lines)
         anyio.from_thread.run_sync(written.set)
 
-    monkeypatch.setattr(memory_run, "_append_line", append_and_say)
+    monkeypatch.setattr(memory_run, "_append_lines", append_and_say)
 
     async with MemoryRoutedOpenAI() as server:
         server.child = [error(500, "memory model down")]

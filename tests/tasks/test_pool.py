@@ -16,7 +16,7 @@ from acp_memory.tasks import task as task_module
 from acp_memory.tasks.admission import PoolRefused, PoolSettings
 from acp_memory.tasks.log import TaskLog
 from acp_memory.tasks.pool import UnknownTask
-from acp_memory.tasks.records import TaskRecord
+from acp_memory.tasks.records import TaskCost, TaskRecord, read_record
 from acp_memory.tasks.task import Task, TaskFailed
 
 pytestmark = pytest.mark.anyio
@@ -307,6 +307,49 @@ async def test_an_agent_task_reports_fails_and_times_out_as_its_body_does(tmp_pa
     assert data["agent"] == {"name": "explorer", "session_id": "sess_c"}
     assert data["kind"] == "agent" and data["pid"] is None and data["command"] is None
     assert output_log(tmp_path, good.id) == b"step 1\n"
+
+
+async def test_a_tasks_cost_is_timed_as_its_record_and_an_older_record_without_one_loads(
+    tmp_path: Path,
+):
+    async def costly(task: Task) -> str:
+        # Its time is not the body's to say: the sealed record's start to finish is.
+        task.record.cost = TaskCost(model_calls=3, input_tokens=1200, output_tokens=95,
+                                    cached_read_tokens=800, duration_ms=999_999)
+        return "the report"
+
+    async with pool_in(tmp_path) as pool:
+        task = await pool.start_agent(
+            label="memory: x", agent_name="memory", child_session_id="sess_c", body=costly,
+            system=True,
+        )
+        record = await pool.wait(task, 10)
+    data = meta(tmp_path, task.id)
+    took = record.duration_ms()
+    assert took < 999_999
+    assert data["cost"] == {"model_calls": 3, "input_tokens": 1200, "output_tokens": 95,
+                            "cached_read_tokens": 800, "cached_write_tokens": 0,
+                            "duration_ms": took}
+    # A run recorded before runs had a cost still reads, and is written back without one.
+    older = {k: v for k, v in data.items() if k != "cost"} | {"id": "bg_7"}
+    (tmp_path / "background" / "bg_7").mkdir()
+    (tmp_path / "background" / "bg_7" / "meta.json").write_text(json.dumps(older))
+    loaded = read_record(tmp_path, "bg_7")
+    assert loaded is not None and loaded.cost is None and loaded.status == "succeeded"
+    assert "cost" not in loaded.dump()
+
+
+def test_a_cost_line_names_the_prompt_cache_only_when_a_call_used_it():
+    one = TaskCost(model_calls=1, input_tokens=40, output_tokens=5, duration_ms=400)
+    assert one.describe() == "1 model call, 40 tokens in, 5 out, 0.4 s"
+    both = TaskCost(model_calls=3, input_tokens=1200, output_tokens=95, cached_read_tokens=800,
+                    cached_write_tokens=300, duration_ms=2140)
+    assert both.describe() == (
+        "3 model calls, 1200 tokens in (800 cached, 300 written to cache), 95 out, 2.1 s"
+    )
+    assert both.as_json() == {"modelCalls": 3, "inputTokens": 1200, "outputTokens": 95,
+                              "cachedReadTokens": 800, "cachedWriteTokens": 300,
+                              "durationMs": 2140}
 
 
 async def test_a_record_left_running_by_an_ended_process_reads_orphaned_and_stays_as_it_was(

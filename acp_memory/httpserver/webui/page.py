@@ -16,7 +16,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from acp_memory import __version__
 
-ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+ASSETS = {
+    "history.js": "text/javascript; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
 HEADERS = {
     "Cache-Control": "no-cache",
     "Content-Security-Policy": (

@@ -3,7 +3,9 @@
 Recall: search the task's keywords in both roots (a listing of both roots when it has none,
 or when the search found nothing), read the best hits (or the listed notes whose names match),
 follow scope:path links inside them, then report the matching lines as plain facts under
-"Already on disk:", or exactly "(no memory hits)".
+"Already on disk:", or exactly "(no memory hits)". A fact from a note the tools flag (a cited
+path not in the workspace) or mark old is reported as `possibly stale: FACT (WHY)`, WHY being
+the tools' own lines.
 Persist, on a trigger (`memory_intent.py`): keep the sentence that carries it in a note of the
 global root, or of the project root when the message names the project, workspace or
 repository; forget the note (or the lines) that best match such a sentence. Which step a run is
@@ -25,6 +27,7 @@ from acp_memory.text.naming import name_from_title
 
 MEMORY_CHILD_TOOL = "memory_search"  # offered to the memory subagent, and to no one else
 NO_MEMORY_HITS = "(no memory hits)"
+HELD = "held for approval ("  # memory/review.py HELD_PREFIX: a change waiting for approval
 _MAX_READS = 8  # notes one recall opens, links followed included
 _MAX_LISTS = 6
 _MAX_FACTS = 20
@@ -44,6 +47,10 @@ _LISTED_FOLDER = re.compile(r"^\s+folder\s+(?P<path>.+?)/\s{2}modified", re.MULT
 _LINK = re.compile(
     r"(?<![\w/])(?:global|project|workspace):[^\s()\[\]<>\"'`]+?\.(?:md|txt)(?!\w)"
 )
+# The lines memory_read puts before a note's text, a blank line after them (memory/facts.py).
+_CHANGED = re.compile(r"^changed (?P<date>\d{4}-\d{2}-\d{2}), (?P<age>[^,]+), by .+?"
+                      r"(?P<old> \(old\))?$")
+_CITES = re.compile(r"^cites .+: not in the workspace$")
 _MD_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]*)\)")
 _NOTE_NAME = re.compile(r"\S+\.(?:md|txt)\b", re.IGNORECASE)
 _BULLET = re.compile(r"^(?:[-*+>]|\d+[.)])\s+")
@@ -60,6 +67,11 @@ class Exchange:
     @property
     def failed(self) -> bool:
         return self.result.startswith("Error:")
+
+    @property
+    def held(self) -> bool:
+        """The change waits for the user's approval (memory.review: ask): not made yet."""
+        return self.result.startswith(HELD)
 
     def arg(self, key: str) -> str:
         value = self.args.get(key)
@@ -140,8 +152,36 @@ def _hits(done: list[Exchange]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _flags(lines: Iterable[str]) -> list[str]:
+    """Why facts under these tool lines may be stale: each gone path, and an old change."""
+    out: list[str] = []
+    for line in lines:
+        if _CITES.match(line):
+            out.append(line)
+        elif (m := _CHANGED.match(line)) and m["old"]:
+            out.append(f"changed {m['date']}, {m['age']}")
+    return out
+
+
+def note_text(result: str) -> tuple[str, list[str]]:
+    """A memory_read result as the note's own text and its flags (see `_flags`)."""
+    head, sep, text = result.partition("\n\n")
+    lines = head.splitlines()
+    if not sep or not lines or not _CHANGED.match(lines[0]):
+        return result, []  # no fact lines: the text is the whole result
+    return text, _flags(lines)
+
+
 def _read_notes(done: list[Exchange]) -> dict[str, str]:
-    return {e.arg("path"): e.result for e in done if e.name == "memory_read" and not e.failed}
+    return {e.arg("path"): note_text(e.result)[0] for e in done
+            if e.name == "memory_read" and not e.failed}
+
+
+def _note_flags(done: list[Exchange]) -> dict[str, list[str]]:
+    """Each note read with its flags (the facts reported all come from reads, whose lines are
+    those of the search hit, read fresh)."""
+    return {e.arg("path"): note_text(e.result)[1] for e in done
+            if e.name == "memory_read" and not e.failed}
 
 
 def _recall_step(task: str, done: list[Exchange]) -> tuple[str, Plan]:
@@ -181,19 +221,24 @@ def _recall_step(task: str, done: list[Exchange]) -> tuple[str, Plan]:
     links = list(dict.fromkeys(links))[: max(0, _MAX_READS - len(attempted))]
     if links:
         return "", _reads(links)
-    return recall_report(notes_read, wanted), []
+    return recall_report(notes_read, wanted, _note_flags(done)), []
 
 
-def recall_report(notes: dict[str, str], wanted: set[str]) -> str:
-    """The matching lines of the notes read, as plain facts; exactly (no memory hits) when
-    there are none."""
+def recall_report(
+    notes: dict[str, str], wanted: set[str], flags: dict[str, list[str]] | None = None
+) -> str:
+    """The matching lines of the notes read, as plain facts, those of a flagged or old note
+    as `possibly stale: FACT (WHY)`; exactly (no memory hits) when there are none."""
     facts: list[str] = []
-    for text in notes.values():
+    for path, text in notes.items():
         lines = [c for c in (_fact_line(line) for line in text.splitlines()) if c]
         matching = [line for line in lines if _stems(line) & wanted]
         # A note found by its name or through a link is on the subject even when no line
         # repeats the words: its first fact stands for it.
-        facts += matching or lines[:1]
+        chosen = matching or lines[:1]
+        if why := (flags or {}).get(path):
+            chosen = [f"possibly stale: {f} ({'; '.join(why)})" for f in chosen]
+        facts += chosen
     unique = list(dict.fromkeys(facts))[:_MAX_FACTS]
     if not unique:
         return NO_MEMORY_HITS
@@ -254,8 +299,10 @@ def _save_step(intent: Intent, done: list[Exchange]) -> tuple[str, Plan]:
         return "", _reads(unread)
     saves = [e for e in done if e.name == "memory_save"]
     if saves:
-        if saves[-1].failed:
+        if saves[-1].failed:  # a refusal, or "the user declined: ..."
             return f"Not saved: {saves[-1].result.removeprefix('Error:').strip()}", []
+        if saves[-1].held:
+            return f"Not saved yet: {saves[-1].result}", []
         where = "project" if intent.scope == "project" else "global"
         return f"Saved to {where} memory: {intent.fact}", []
     fact = _normal(intent.fact)
@@ -285,14 +332,16 @@ def _forget_step(intent: Intent, done: list[Exchange]) -> tuple[str, Plan]:
         return "", _reads([best])
     changes = [e for e in done if e.name in ("memory_delete", "memory_save")]
     wanted = _stems(" ".join(words))
-    lines = reads[0].result.splitlines()
+    lines = note_text(reads[0].result)[0].splitlines()
     facts = [f for f in (_fact_line(line) for line in lines) if f]
     gone = [f for f in facts if _stems(f) & wanted]
     # A best match with no line about it was found by its name: the whole note goes.
     whole = not gone or len(gone) == len(facts)
     if changes:
-        if changes[-1].failed:
+        if changes[-1].failed:  # a refusal, or "the user declined: ..."
             return f"Not deleted: {changes[-1].result.removeprefix('Error:').strip()}", []
+        if changes[-1].held:
+            return f"Not deleted yet: {changes[-1].result}", []
         removed = (facts if whole else gone) or [intent.fact]
         return "Deleted:\n" + "\n".join(f"- {line}" for line in removed), []
     if reads[0].failed:

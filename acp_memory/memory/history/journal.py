@@ -313,6 +313,13 @@ class Journal:
             self._settle(change_id, before, current(path).state)
         return len(intents)
 
+    def has_intents(self, root: Path) -> bool:
+        """Whether a change of root is journaled but not marked done (a writer died, or is
+        writing now)."""
+        with self._use() as db:
+            return db.execute("SELECT 1 FROM changes WHERE root = ? AND done = 0 LIMIT 1",
+                              (str(root),)).fetchone() is not None
+
     # -- reading the history ---------------------------------------------------------------
 
     def change(self, change_id: str) -> Change | None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from acp_memory.memory.history.journal import ChangeSource, Held
 from acp_memory.memory.history.states import Captured, apply, capture
-from acp_memory.memory.history.undo import UnknownChange, journal_of, location_of
-from acp_memory.memory.store import MemoryStore, NoteError
+from acp_memory.memory.history.undo import ChangedSince, UnknownChange, journal_of, location_of
+from acp_memory.memory.store import MemoryStore
 
 
 def held_change(store: MemoryStore, pending_id: str) -> Held:
@@ -28,7 +28,7 @@ def approve(store: MemoryStore, pending_id: str, *, by: ChangeSource | None = No
     with store.locked(loc, "approve"):
         now = capture(loc.path)
         if now.state != held.before:
-            raise NoteError(f"{loc.display} changed since {held.id} was held; nothing was "
+            raise ChangedSince(f"{loc.display} changed since {held.id} was held; nothing was "
                             "written (reject it, or ask again)")
         with store.recording(loc, held.action, now, Captured(held.after),
                              source=held.source if by is None else by):

@@ -4,13 +4,15 @@ object `notes log --json` prints and the HTTP history answers."""
 from __future__ import annotations
 
 import difflib
+import json
 from typing import Any
 
-from acp_memory.memory.history.journal import Change, Journal, JournalError
-from acp_memory.memory.history.states import NOTE, notes_in
+from acp_memory.memory.history.journal import Change, ChangeSource, Held, Journal, JournalError
+from acp_memory.memory.history.states import DIR, NOTE, notes_in
+from acp_memory.memory.history.undo import Undone
 
 
-def summary(change: Change, journal: Journal) -> str:
+def summary(change: Change | Held, journal: Journal) -> str:
     """`+3 -1 lines`, `new note, 120 bytes`, `deleted, 120 bytes`, `folder with 3 notes`..."""
     try:
         return _summary(change, journal)
@@ -18,9 +20,10 @@ def summary(change: Change, journal: Journal) -> str:
         return "(content no longer kept)"
 
 
-def _summary(change: Change, journal: Journal) -> str:
+def _summary(change: Change | Held, journal: Journal) -> str:
     before, after = change.before, change.after
-    prefix = f"undid {change.undoes}: " if change.action == "undo" else ""
+    undoes = change.undoes if isinstance(change, Change) else None
+    prefix = f"undid {undoes}: " if change.action == "undo" else ""
     if before is None and after is None:
         return prefix + "no content"
     if after is None:
@@ -62,3 +65,45 @@ def change_json(change: Change, journal: Journal, root_name: str) -> dict[str, A
         "summary": summary(change, journal),
         **({"undoes": change.undoes} if change.undoes else {}),
     }
+
+
+def held_json(held: Held, journal: Journal, root_name: str) -> dict[str, Any]:
+    """A change held for approval as `notes pending --json` and the HTTP API show it: the keys
+    of change_json, its id a `pnd_` one."""
+    return {
+        "id": held.id,
+        "time": held.time,
+        "root": root_name,
+        "path": held.path,
+        "action": held.action,
+        "source": held.source.as_json(),
+        "summary": summary(held, journal),
+    }
+
+
+def change_line(change: Change | Held, journal: Journal) -> str:
+    """One line of `notes log`, `notes pending` and `/memory log`: id, time, action,
+    scope:path, the summary, and where the change came from."""
+    folder = any(s and s.startswith(DIR) for s in (change.before, change.after))
+    shown = f"{change.scope}:{change.path}" + ("/" if folder and change.path else "")
+    when = change.time[:19].replace("T", " ")  # UTC to the second, as a person reads it
+    return (f"{change.id}  {when}  {change.action}  {shown}: {summary(change, journal)}; "
+            f"by {source_text(change.source)}")
+
+
+def source_text(source: ChangeSource) -> str:
+    """`memory_run (session sess_…, task bg_3): "remember that I use uv"`."""
+    known = [f"{what} {value}" for what, value in (("session", source.session_id),
+                                                   ("task", source.task_id)) if value]
+    text = source.surface + (f" ({', '.join(known)})" if known else "")
+    return text + (f": {json.dumps(source.message, ensure_ascii=False)}"
+                   if source.message else "")
+
+
+def undone_line(undone: Undone) -> str:
+    """What an undo did: `undid chg_…: restored global:prefs.md; the undo is chg_…`."""
+    count = f" ({_notes(undone.restored)})" if undone.display.endswith("/") else ""
+    did = f"restored {undone.display}{count}" if undone.change.before else (
+        f"removed {undone.display} (it did not exist before)")
+    return f"undid {undone.change.id}: {did}" + (
+        f"; the undo is {undone.undo_id}" if undone.undo_id else "")

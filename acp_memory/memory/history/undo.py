@@ -28,6 +28,7 @@ class Undone:
     change: Change  # the change undone
     display: str  # its path as scope:rel
     restored: int  # notes the undo brought back (a folder's count)
+    undo_id: str | None = None  # the undo's own change in the history
 
 
 def location_of(scope: str, root: str, path: str) -> Location:
@@ -50,12 +51,16 @@ def journal_of(store: MemoryStore) -> Journal:
 
 def undo(store: MemoryStore, change_id: str, *, force: bool = False) -> Undone:
     """Undo one change by its id."""
-    journal = journal_of(store)
+    return undo_changes(store, [find_change(journal_of(store), change_id)], force=force)[0]
+
+
+def find_change(journal: Journal, change_id: str) -> Change:
+    """The journaled change with that id, or UnknownChange."""
     change = journal.change(change_id.strip())
     if change is None:
         raise UnknownChange(f"no change {change_id!r} in the memory history "
                             f"(kept {journal.keep_days or 'all'} days); see `notes log`")
-    return undo_changes(store, [change], force=force)[0]
+    return change
 
 
 def undo_changes(store: MemoryStore, changes: list[Change], *, force: bool = False) -> list[Undone]:
@@ -81,7 +86,8 @@ def undo_changes(store: MemoryStore, changes: list[Change], *, force: bool = Fal
                     raise ChangedSince(
                         f"{shown} was edited outside acp-memory since {change.id} (a hand "
                         "edit); nothing was undone (force the undo to override)")
-            with store.recording(loc, "undo", now, Captured(change.before), undoes=change.id):
+            with store.recording(loc, "undo", now, Captured(change.before),
+                                 undoes=change.id) as undo_id:
                 apply(loc.path, change.before, journal.blob)
-        done.append(Undone(change, shown, notes_in(change.before, journal.blob)))
+        done.append(Undone(change, shown, notes_in(change.before, journal.blob), undo_id))
     return done

@@ -126,7 +126,7 @@ async function openSession(id) {
   $('tasks-finished').replaceChildren();
   closeNote();
   $('search-results').hidden = true;
-  await Promise.all([fillSessions(), loadRoots(), refreshTasks()]);
+  await Promise.all([fillSessions(), loadRoots(), refreshTasks(), refreshTrust()]);
   follow(id);
 }
 
@@ -236,6 +236,7 @@ async function showNote(note) {
   $('note-rendered').innerHTML = html;  // the server's safe subset: its own text is escaped
   $('note-editor').hidden = true;
   showView(!$('note-raw').hidden);
+  showHistory(note);  // history.js
 }
 
 function showView(raw) {
@@ -313,7 +314,7 @@ async function deleteSelected() {
   const entry = state.selected;
   if (!entry || !entry.path) return;
   const what = entry.type === 'dir' ? 'the folder and every note in it' : 'the note';
-  if (!confirm(`Delete ${entry.root}:${entry.path}, ${what}? This cannot be undone.`)) return;
+  if (!confirm(`Delete ${entry.root}:${entry.path}, ${what}? Recently deleted can restore it.`)) return;
   try {
     const result = await api(sessionUrl('/memory/file'), {
       method: 'DELETE', query: { root: entry.root, path: entry.path },
@@ -326,6 +327,7 @@ async function deleteSelected() {
     const parent = parentOf(entry.path);
     await reloadFolder(entry.root, parent);
     selectEntry({ root: entry.root, path: parent, type: 'dir' });
+    await refreshTrust();
   } catch (err) {
     say('tree-message', err.message, true);
   }
@@ -538,6 +540,7 @@ function onMemoryRun(update) {
   } else {
     state.memoryWorking = false;
     state.memoryLine = memoryLine(update);
+    refreshTrust();  // the run may have deleted a note, or held a change for approval
   }
   showStatus();
   refreshTasks();
@@ -606,7 +609,8 @@ function renderCard(task) {
     h('span', { class: 'tag' }), h('span', { class: 'card-title' }),
     h('span', { class: 'card-status' }), h('span', { class: 'elapsed' }));
     const body = h('div', { class: 'card-body', hidden: true },
-      h('p', { class: 'card-error' }), h('pre', { class: 'log' }), h('p', { class: 'row card-actions' }));
+      h('p', { class: 'card-error' }), h('p', { class: 'card-cost' }), h('pre', { class: 'log' }),
+      h('p', { class: 'row card-actions' }));
     card = h('li', { class: 'card', dataset: { task: task.id } }, head, body);
   }
   const tag = taskTag(task);
@@ -615,6 +619,9 @@ function renderCard(task) {
   card.querySelector('.card-title').textContent = taskTitle(task);
   card.querySelector('.card-status').textContent = task.status;
   card.querySelector('.card-error').textContent = task.error || '';
+  // A memory run's cost is known once it ended (a record from before runs had one has none).
+  card.querySelector('.card-cost').textContent =
+    task.cost && !RUNNING.has(task.status) ? costLine(task.cost) : '';
   card.dataset.status = task.status;
   card.dataset.started = task.started_at || '';
   card.dataset.finished = task.finished_at || '';
@@ -634,6 +641,16 @@ function renderCard(task) {
   if (card.parentElement !== list) {
     if (list === $('tasks-finished')) list.prepend(card); else list.append(card);
   }
+}
+
+// Worded as the run's log words it (TaskCost.describe in tasks/records.py).
+function costLine(cost) {
+  const calls = `${cost.model_calls} model call${cost.model_calls === 1 ? '' : 's'}`;
+  const cached = [[cost.cached_read_tokens, 'cached'], [cost.cached_write_tokens, 'written to cache']]
+    .filter(([n]) => n).map(([n, what]) => `${n} ${what}`);
+  const tokensIn = `${cost.input_tokens} tokens in${cached.length ? ` (${cached.join(', ')})` : ''}`;
+  const took = (cost.duration_ms / 1000).toFixed(1);
+  return `cost: ${calls}, ${tokensIn}, ${cost.output_tokens} out, ${took} s`;
 }
 
 function tickCard(card) {

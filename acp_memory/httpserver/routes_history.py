@@ -1,0 +1,150 @@
+"""/coddy/sessions/{id}/memory/history, /undo and /pending: the journal of the session's two
+roots, an undo of one change, and the changes held for the user's approval.
+
+The person using the API is the user: an undo or an approval here is theirs (journaled with
+source `http`, or an approved change with the source that proposed it), never held.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Annotated, TypeVar
+
+import anyio
+from fastapi import APIRouter, Path, Query
+
+from acp_memory.httpserver.agent import HttpAgent
+from acp_memory.httpserver.errors import ApiError
+from acp_memory.httpserver.models import (
+    DecisionBody,
+    MemoryChange,
+    MemoryDecision,
+    MemoryHistory,
+    MemoryPending,
+    MemoryUndo,
+    Root,
+    RootIn,
+    UndoBody,
+)
+from acp_memory.httpserver.routes_memory import SCOPES, api_words
+from acp_memory.httpserver.routes_sessions import SessionId
+from acp_memory.memory.history.journal import Held, JournalError
+from acp_memory.memory.history.pending import approve, held_change, reject
+from acp_memory.memory.history.summary import change_json, held_json
+from acp_memory.memory.history.undo import ChangedSince, UnknownChange, journal_of, undo
+from acp_memory.memory.store import MemoryStore, NoteError
+
+ROOTS = {scope: root for root, scope in SCOPES.items()}  # the store's scope -> the API's root
+T = TypeVar("T")
+
+PendingId = Annotated[str, Path(description="pnd_ and 12 hex digits")]
+
+
+def history_routes(agent: HttpAgent) -> APIRouter:
+    router = APIRouter(prefix="/coddy/sessions/{id}/memory", tags=["memory history"])
+
+    async def in_store(session_id: str, work: partial[T]) -> T:
+        """Run blocking history work in a worker thread on the session's store (source http)."""
+        session = await agent.read(session_id)
+        store = agent.memory_store(session)
+        try:
+            return await anyio.to_thread.run_sync(work, store)
+        except UnknownChange as exc:
+            raise ApiError(404, api_words(str(exc))) from None
+        except ChangedSince as exc:
+            raise ApiError(409, api_words(str(exc))) from None
+        except NoteError as exc:
+            raise ApiError(400, api_words(str(exc))) from None
+        except JournalError as exc:
+            raise ApiError(503, str(exc)) from None
+
+    @router.get("/history")
+    async def history(
+        session_id: SessionId,
+        root: Annotated[RootIn | None, Query(description="one root; both without it")] = None,
+        path: Annotated[str, Query(description="a note or folder: its changes, those under "
+                                   "it and those of the folders holding it")] = "",
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    ) -> MemoryHistory:
+        """The journaled changes of the session's roots, newest first, as `notes log --json`
+        prints them."""
+        return await in_store(session_id, partial(_history, root=root, path=path, limit=limit))
+
+    @router.post("/undo")
+    async def undo_change(session_id: SessionId, body: UndoBody) -> MemoryUndo:
+        """Put a path back as it was before a change (a deleted note or folder comes back);
+        409 naming the later change or the hand edit since, unless `force`."""
+        return await in_store(session_id, partial(_undo, body=body))
+
+    @router.get("/pending")
+    async def pending(
+        session_id: SessionId,
+        all_sessions: Annotated[bool, Query(alias="all", description="every session's")] = False,
+    ) -> MemoryPending:
+        """The changes held for approval: this session's memory runs' and memory tool's, or
+        with `all`, every session's."""
+        owner = None if all_sessions else session_id
+        return await in_store(session_id, partial(_pending, session_id=owner))
+
+    @router.post("/pending/{pending_id}")
+    async def decide(
+        session_id: SessionId, pending_id: PendingId, body: DecisionBody
+    ) -> MemoryDecision:
+        """Approve (make the change as it was proposed; 409 when the note changed since) or
+        reject (drop it) a held change."""
+        return await in_store(session_id, partial(_decide, pending_id=pending_id, body=body))
+
+    return router
+
+
+# The blocking parts, run in a worker thread.
+
+
+def _history(store: MemoryStore, root: Root | None, path: str, limit: int) -> MemoryHistory:
+    journal = journal_of(store)
+    scopes = [SCOPES[root]] if root is not None else list(store.roots.scopes())
+    locs = [store.locate(f"{scope}:{path}") for scope in scopes]
+    changes = journal.changes([loc.root for loc in locs], path=locs[0].rel or None, limit=limit)
+    return MemoryHistory(changes=[
+        MemoryChange.model_validate(change_json(c, journal, ROOTS[c.scope])) for c in changes
+    ])
+
+
+def _undo(store: MemoryStore, body: UndoBody) -> MemoryUndo:
+    journal = journal_of(store)
+    change = journal.change(body.change_id.strip())
+    if change is not None and change.root not in _root_dirs(store):
+        # Another project's note: this session's API only changes its own roots.
+        raise UnknownChange(f"no change {body.change_id!r} in the roots of this session")
+    done = undo(store, body.change_id, force=body.force)
+    root = ROOTS[done.change.scope]
+    return MemoryUndo(
+        change_id=done.undo_id,
+        undone=MemoryChange.model_validate(change_json(done.change, journal, root)),
+        root=root,  # type: ignore[arg-type]
+        path=done.change.path,
+        restored=done.restored,
+    )
+
+
+def _pending(store: MemoryStore, session_id: str | None) -> MemoryPending:
+    journal = journal_of(store)
+    return MemoryPending(pending=[_held(h, store) for h in journal.held(session_id=session_id)])
+
+
+def _decide(store: MemoryStore, pending_id: str, body: DecisionBody) -> MemoryDecision:
+    # Shown as it was proposed, before its content may be dropped with it.
+    shown = _held(held_change(store, pending_id), store)
+    if body.approve:
+        approve(store, pending_id)
+    else:
+        reject(store, pending_id)
+    return MemoryDecision(approved=body.approve, pending=shown)
+
+
+def _held(held: Held, store: MemoryStore) -> MemoryChange:
+    return MemoryChange.model_validate(held_json(held, journal_of(store), ROOTS[held.scope]))
+
+
+def _root_dirs(store: MemoryStore) -> set[str]:
+    return {str(store.roots.root_of(scope)) for scope in store.roots.scopes()}

@@ -1,0 +1,217 @@
+"""`acp-memory notes log/undo/pending/approve/reject`: the history of every note change, its
+undo, and the changes held for approval, from a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the journal is SQLite: load it only to run one of these actions
+    from acp_memory.memory.history.journal import Change, Held, Journal
+    from acp_memory.memory.store import MemoryStore
+
+LOG_LIMIT = 20
+HISTORY_ACTIONS = {
+    "log": (
+        "the history of the notes, newest first",
+        "Every change of the global root and of this working directory's project root, "
+        "newest first: its id, time, action, path, a one-line summary and where it came "
+        "from (the surface, and the session, task and message of a memory run). A path "
+        "(scope:path, e.g. global:prefs.md, or a folder such as project:api) keeps the "
+        "changes of that note or folder, of what is under it and of the folders holding it. "
+        "With --cost, what the memory runs cost instead, summed per day.",
+    ),
+    "undo": (
+        "undo one change",
+        "Put the path a change touched back as it was before it (a deleted note or folder "
+        "comes back), asking first on a terminal. Refused when the path was changed again "
+        "since, or edited by hand, unless --force. The undo is itself a change in the log.",
+    ),
+    "pending": (
+        "the changes held for approval",
+        "The changes the agent proposed while no one could be asked (memory.review: ask), "
+        "oldest first; they expire after memory.pending_days.",
+    ),
+    "approve": (
+        "make a held change",
+        "Make a held change (or all of them) as it was proposed; refused when the note "
+        "changed since it was held.",
+    ),
+    "reject": ("drop a held change", "Drop a held change (or all of them): nothing is written."),
+}
+
+
+def add_history_parsers(action: Callable[[str], argparse.ArgumentParser]) -> None:
+    """The arguments of the history actions; `action(name)` makes the named sub-parser."""
+    log = action("log")
+    log.add_argument("path", nargs="?",
+                     help="a note or folder as scope:path, e.g. global:prefs.md or project:api")
+    log.add_argument("--limit", type=int, default=LOG_LIMIT, metavar="N",
+                     help=f"at most N changes, or N days with --cost (default {LOG_LIMIT}; "
+                          "0 for all)")
+    log.add_argument("--json", action="store_true",
+                     help="print a JSON list of {id, time, root, path, action, source, "
+                          "summary}")
+    log.add_argument("--cost", action="store_true",
+                     help="the memory runs' model calls, tokens and time, summed per day")
+    undo = action("undo")
+    undo.add_argument("change_id", metavar="CHANGE_ID", help="the change, chg_… (see notes log)")
+    undo.add_argument("-y", "--yes", action="store_true", help="do not ask first")
+    undo.add_argument("--force", action="store_true",
+                      help="undo even when the path was changed again since")
+    action("pending").add_argument("--json", action="store_true",
+                                   help="print a JSON list of {id, time, root, path, action, "
+                                        "source, summary}")
+    for name in ("approve", "reject"):
+        action(name).add_argument("pending_id", metavar="ID",
+                                  help="a held change, pnd_… (see notes pending), or all")
+
+
+def run_history(store: MemoryStore, args: argparse.Namespace) -> int:
+    """Run one history action; a refusal is a NoteError (one line, exit 1)."""
+    from acp_memory.memory.history.journal import JournalError
+    from acp_memory.memory.history.undo import journal_of
+    from acp_memory.memory.store import NoteError
+
+    journal = journal_of(store)
+    try:
+        store.settle()  # a writer that died mid-change: its change shows as it ended
+        if args.notes_action == "log":
+            return _log(store, journal, args)
+        if args.notes_action == "undo":
+            return _undo(store, journal, args)
+        if args.notes_action == "pending":
+            return _pending(journal, args)
+        return _decide(store, journal, args)
+    except JournalError as exc:
+        raise NoteError(str(exc)) from None
+
+
+def _log(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> int:
+    from acp_memory.memory.history.summary import change_json, change_line
+
+    if args.limit < 0:
+        return _usage("--limit must be 0 (all) or more")
+    if args.cost:
+        if args.path:
+            return _usage("--cost sums every memory run; it takes no path")
+        return _costs(journal.costs_per_day(args.limit), args.json)
+    if args.path:
+        loc = store.locate(args.path)
+        changes = journal.changes([loc.root], loc.rel or None, args.limit)
+    else:
+        roots = [store.roots.root_of(scope) for scope in store.roots.scopes()]
+        changes = journal.changes(roots, limit=args.limit)
+    if args.json:
+        print(json.dumps([change_json(c, journal, c.scope) for c in changes],
+                         ensure_ascii=False))
+    elif not changes:
+        where = args.path or " or ".join(store.roots.scopes())
+        print(f"no changes of {where} in the memory history")
+    else:
+        for change in changes:
+            print(change_line(change, journal))
+    return 0
+
+
+def _costs(days: list[dict[str, Any]], as_json: bool) -> int:
+    from acp_memory.tasks.records import format_seconds
+
+    if as_json:
+        print(json.dumps(days))
+        return 0
+    if not days:
+        print("no memory run has recorded its cost yet")
+    for day in days:
+        print(f"{day['day']}: {_count(day['runs'], 'memory run')}, "
+              f"{_count(day['modelCalls'], 'model call')}, {day['inputTokens']} tokens in, "
+              f"{day['outputTokens']} out, {day['cachedReadTokens']} cached read, "
+              f"{day['cachedWriteTokens']} cached write, "
+              f"{format_seconds(day['durationMs'] / 1000)}")
+    return 0
+
+
+def _undo(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> int:
+    from acp_memory.memory.history.summary import change_line, undone_line
+    from acp_memory.memory.history.undo import ChangedSince, find_change, undo_changes
+    from acp_memory.memory.store import NoteError
+
+    change = find_change(journal, args.change_id)
+    if not args.yes:
+        if sys.stdin is None or not sys.stdin.isatty():
+            raise NoteError(f"stdin is not a terminal to ask on; add -y to undo {change.id}")
+        print(f"{change_line(change, journal)}\nput {_shown(change)} back as it was before "
+              "this change? [y/N] ", end="", file=sys.stderr, flush=True)
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            print("nothing was undone", file=sys.stderr)
+            return 1
+    try:
+        (undone,) = undo_changes(store, [change], force=args.force)
+    except ChangedSince as exc:
+        # The core says how to override in any surface's words; here that is the flag.
+        line = str(exc)
+        plain = line.replace("force the undo to override", "add --force to override")
+        raise NoteError(plain if plain != line else f"{line}; add --force to override") from None
+    print(undone_line(undone))
+    return 0
+
+
+def _shown(change: Change) -> str:
+    folder = change.action in ("mkdir", "rmdir")
+    return f"{change.scope}:{change.path}" + ("/" if folder else "")
+
+
+def _pending(journal: Journal, args: argparse.Namespace) -> int:
+    from acp_memory.memory.history.summary import change_line, held_json
+
+    held = journal.held()
+    if args.json:
+        print(json.dumps([held_json(h, journal, h.scope) for h in held], ensure_ascii=False))
+    elif not held:
+        print("no changes are waiting for approval")
+    else:
+        for one in held:
+            print(change_line(one, journal))
+        print("approve with `notes approve ID|all`, drop with `notes reject ID|all`")
+    return 0
+
+
+def _decide(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> int:
+    """approve or reject one held change, or all: each that is refused is one line on stderr."""
+    from acp_memory.memory.history.pending import approve, reject
+    from acp_memory.memory.store import NoteError
+
+    approving = args.notes_action == "approve"
+    wanted = args.pending_id.strip()
+    ids = [h.id for h in journal.held()] if wanted == "all" else [wanted]
+    if not ids:
+        print("no changes are waiting for approval")
+        return 0
+    refused = 0
+    for pending_id in ids:
+        try:
+            held = approve(store, pending_id) if approving else reject(store, pending_id)
+        except NoteError as exc:
+            if wanted != "all":
+                raise
+            refused += 1
+            print(f"acp-memory notes: {exc}", file=sys.stderr)
+            continue
+        print(f"{'approved' if approving else 'rejected'} {held.id}: {_held_shown(held)}")
+    return 1 if refused else 0
+
+
+def _held_shown(held: Held) -> str:
+    return f"{held.action} {held.scope}:{held.path}"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _usage(line: str) -> int:
+    print(f"acp-memory notes: {line}", file=sys.stderr)
+    return 2
