@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from acp_memory.editor import Editor
+from acp_memory.engine.events import Emit
 from acp_memory.runtime.memory_run import NotifyMemory
 from acp_memory.runtime.runner import SessionRunner
 from acp_memory.sessions.store import Session
@@ -20,6 +21,7 @@ class CommandCall:
     argument: str  # the text after the name, stripped
     editor: Editor | None = None
     notify_memory: NotifyMemory | None = None
+    emit: Emit | None = None  # the turn's stream, where a memory run's review updates go
 
 
 class Command(Protocol):

@@ -11,6 +11,7 @@ from acp_memory.commands.export import Export
 from acp_memory.commands.remember import FORGET, REMEMBER
 from acp_memory.commands.status import MemoryStatus
 from acp_memory.editor import Editor
+from acp_memory.engine.events import Emit
 from acp_memory.runtime.memory_run import NotifyMemory
 from acp_memory.runtime.runner import SessionRunner
 from acp_memory.sessions.store import Session
@@ -45,12 +46,15 @@ class BuiltinCommands:
         text: str,
         editor: Editor | None,
         notify_memory: NotifyMemory | None,
+        emit: Emit | None = None,
     ) -> str | None:
         """The reply of the command a prompt names, or None for an ordinary prompt."""
         if (found := find_command(text)) is None:
             return None
         command, argument = found
-        return await command.run(CommandCall(runner, session, argument, editor, notify_memory))
+        return await command.run(
+            CommandCall(runner, session, argument, editor, notify_memory, emit)
+        )
 
 
 def find_command(text: str) -> tuple[Command, str] | None:

@@ -30,9 +30,11 @@ class Persist:
             )
         if not runner.memory_due(session):
             return f"/{self.name} needs memory on (memory.enable: true); nothing was changed."
-        run = MemoryRun(
-            runner.memory, session, f"{self.lead} {text}", call.notify_memory, PlainContext()
-        )
+        # With memory.review: ask, its writes are put to the user as a turn's are.
+        questions = (None if call.emit is None
+                     else runner.review_questions(session, call.editor, call.emit))
+        run = MemoryRun(runner.memory, session, f"{self.lead} {text}", call.notify_memory,
+                        PlainContext(), questions)
         return await run.reply()
 
 

@@ -58,8 +58,10 @@ class SlashCommands(Protocol):
         text: str,
         editor: Editor | None,
         notify_memory: NotifyMemory | None,
+        emit: Emit,
     ) -> str | None:
-        """The reply of the command that text names, or None for an ordinary prompt."""
+        """The reply of the command that text names, or None for an ordinary prompt; emit
+        is the turn's stream (a memory run's review updates go there)."""
         ...
 
 
@@ -289,7 +291,7 @@ class SessionRunner:
         await self.session_opened(session, "resume")  # once: a session new to this process
         commands = self.commands
         if commands is not None and (
-            reply := await commands.reply(self, session, text, editor, notify_memory)
+            reply := await commands.reply(self, session, text, editor, notify_memory, emit)
         ) is not None:
             await emit(AgentText(reply))
             return "end_turn"

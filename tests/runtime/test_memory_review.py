@@ -211,3 +211,18 @@ def offline_child(cfg: Config) -> Config:
     cfg.models.append(ModelConfig(model="offline/default"))
     cfg.memory.model = "offline/default"
     return cfg
+
+
+async def test_remember_asks_like_a_turns_memory_run_and_writes_once_allowed(paths: Paths):
+    async with MemoryRoutedOpenAI() as server:
+        cfg = offline_child(memory_config(server, review="ask"))
+        async with turn_agent(cfg, paths) as (ed, _):
+            ed.client.permission_answers = ["allow_once"]
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "/remember I drink green tea.") == "end_turn"
+            (asked,) = sent(ed, "session/request_permission")
+            (update,) = review_updates(ed, asked["toolCall"]["toolCallId"])
+    assert asked["toolCall"]["toolCallId"] == "mem_bg_1_1"
+    assert update["update"]["status"] == "completed"
+    assert [p.read_text() for p in (paths.home / "memory").rglob("*.md")] == [
+        "I drink green tea.\n"]
