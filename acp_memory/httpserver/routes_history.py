@@ -8,13 +8,11 @@ source `http`, or an approved change with the source that proposed it), never he
 from __future__ import annotations
 
 from functools import partial
-from typing import Annotated, TypeVar
+from typing import Annotated
 
-import anyio
 from fastapi import APIRouter, Path, Query
 
 from acp_memory.httpserver.agent import HttpAgent
-from acp_memory.httpserver.errors import ApiError
 from acp_memory.httpserver.models import (
     DecisionBody,
     MemoryChange,
@@ -26,16 +24,15 @@ from acp_memory.httpserver.models import (
     RootIn,
     UndoBody,
 )
-from acp_memory.httpserver.routes_memory import SCOPES, api_words
+from acp_memory.httpserver.routes_memory import SCOPES, store_work
 from acp_memory.httpserver.routes_sessions import SessionId
-from acp_memory.memory.history.journal import Held, JournalError
+from acp_memory.memory.history.journal import Held
 from acp_memory.memory.history.pending import approve, held_change, reject
 from acp_memory.memory.history.summary import change_json, held_json
-from acp_memory.memory.history.undo import ChangedSince, UnknownChange, journal_of, undo
-from acp_memory.memory.store import MemoryStore, NoteError
+from acp_memory.memory.history.undo import UnknownChange, journal_of, undo
+from acp_memory.memory.store import MemoryStore
 
 ROOTS = {scope: root for root, scope in SCOPES.items()}  # the store's scope -> the API's root
-T = TypeVar("T")
 
 PendingId = Annotated[str, Path(description="pnd_ and 12 hex digits")]
 
@@ -43,20 +40,7 @@ PendingId = Annotated[str, Path(description="pnd_ and 12 hex digits")]
 def history_routes(agent: HttpAgent) -> APIRouter:
     router = APIRouter(prefix="/coddy/sessions/{id}/memory", tags=["memory history"])
 
-    async def in_store(session_id: str, work: partial[T]) -> T:
-        """Run blocking history work in a worker thread on the session's store (source http)."""
-        session = await agent.read(session_id)
-        store = agent.memory_store(session)
-        try:
-            return await anyio.to_thread.run_sync(work, store)
-        except UnknownChange as exc:
-            raise ApiError(404, api_words(str(exc))) from None
-        except ChangedSince as exc:
-            raise ApiError(409, api_words(str(exc))) from None
-        except NoteError as exc:
-            raise ApiError(400, api_words(str(exc))) from None
-        except JournalError as exc:
-            raise ApiError(503, str(exc)) from None
+    in_store = partial(store_work, agent)
 
     @router.get("/history")
     async def history(

@@ -30,6 +30,8 @@ from acp_memory.httpserver.models import (
     TreeEntry,
 )
 from acp_memory.httpserver.routes_sessions import SessionId
+from acp_memory.memory.history.journal import JournalError
+from acp_memory.memory.history.undo import ChangedSince, UnknownChange
 from acp_memory.memory.redact import redact
 from acp_memory.memory.roots import Location
 from acp_memory.memory.store import MemoryStore, NoteError
@@ -43,17 +45,26 @@ RootQuery = Annotated[RootIn, Query(description="global or workspace (project is
 PathQuery = Annotated[str, Query(description="relative to the root; '' is the root itself")]
 
 
+async def store_work(agent: HttpAgent, session_id: str, work: partial[T]) -> T:
+    """Run blocking note work in a worker thread on the session's store (its changes made by
+    `http`): an unknown change is 404, a path changed since 409, any other refusal 400."""
+    session = await agent.read(session_id)
+    store = agent.memory_store(session)
+    try:
+        return await anyio.to_thread.run_sync(work, store)
+    except UnknownChange as exc:
+        raise ApiError(404, api_words(str(exc))) from None
+    except ChangedSince as exc:
+        raise ApiError(409, api_words(str(exc))) from None
+    except NoteError as exc:
+        raise ApiError(400, api_words(str(exc))) from None
+    except JournalError as exc:
+        raise ApiError(503, str(exc)) from None
+
+
 def memory_routes(agent: HttpAgent) -> APIRouter:
     router = APIRouter(prefix="/coddy/sessions/{id}/memory", tags=["memory"])
-
-    async def in_store(session_id: str, work: partial[T]) -> T:
-        """Run blocking note work in a worker thread on the session's store."""
-        session = await agent.read(session_id)
-        store = agent.memory_store(session)
-        try:
-            return await anyio.to_thread.run_sync(work, store)
-        except NoteError as exc:
-            raise ApiError(400, api_words(str(exc))) from None
+    in_store = partial(store_work, agent)
 
     @router.get("/tree", response_model_exclude_none=True)
     async def tree(

@@ -3,46 +3,24 @@
 from __future__ import annotations
 
 import errno
-import io
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from memory.notes_kit import Run, Terminal, notes_runner
 
-from acp_memory.cli import build_parser, main
+from acp_memory.cli import build_parser
 from acp_memory.memory import store as store_module
 
-Run = Callable[..., tuple[int, str, str]]
 REPO = Path(__file__).resolve().parents[2]
-
-
-class Terminal(io.StringIO):
-    """Stdin as a person at a terminal would give it."""
-
-    def isatty(self) -> bool:
-        return True
 
 
 @pytest.fixture
 def run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Run:
-    (tmp_path / "w").mkdir(exist_ok=True)
-
-    def runner(*argv: str, stdin: str | io.StringIO = "") -> tuple[int, str, str]:
-        old = sys.stdin
-        sys.stdin = io.StringIO(stdin) if isinstance(stdin, str) else stdin
-        try:
-            code = main(["notes", *argv, "--home", str(tmp_path / "h"), "--cwd",
-                         str(tmp_path / "w"), "--log-level", "warning"])
-        finally:
-            sys.stdin = old
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return runner
+    return notes_runner(tmp_path, capsys)
 
 
 def seed(tmp_path: Path) -> None:

@@ -3,52 +3,31 @@ history as people read it and scripts parse it, undo byte for byte, and the held
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from memory.notes_kit import Run, Terminal, notes_runner
 
-from acp_memory.cli import build_parser, main
+from acp_memory.cli import build_parser
 from acp_memory.config import Config, resolve_paths
 from acp_memory.memory.history.journal import ChangeSource, Journal
 from acp_memory.memory.history.states import Captured
 from acp_memory.memory.store import MemoryStore
 
-Run = Callable[..., tuple[int, str, str]]
 RUN = ChangeSource("memory_run", "sess_" + "a" * 24, "bg_3", "remember that I use uv")
 CHANGE_KEYS = {"id", "time", "root", "path", "action", "source", "summary"}
 SOURCE_KEYS = {"surface", "sessionId", "taskId", "message"}
 
 
-class Terminal(io.StringIO):
-    """Stdin as a person at a terminal would give it."""
-
-    def isatty(self) -> bool:
-        return True
-
-
 @pytest.fixture
 def run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Run:
-    (tmp_path / "w").mkdir(exist_ok=True)
-
-    def runner(*argv: str, stdin: str | io.StringIO = "") -> tuple[int, str, str]:
-        old = sys.stdin
-        sys.stdin = io.StringIO(stdin) if isinstance(stdin, str) else stdin
-        try:
-            code = main(["notes", *argv, "--home", str(tmp_path / "h"), "--cwd",
-                         str(tmp_path / "w"), "--log-level", "warning"])
-        finally:
-            sys.stdin = old
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return runner
+    return notes_runner(tmp_path, capsys)
 
 
 @pytest.fixture
