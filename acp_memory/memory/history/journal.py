@@ -409,7 +409,7 @@ class Journal:
             sql += " WHERE session_id = ?"
             params = (session_id,)
         with self._use() as db:
-            return [Held.from_row(r) for r in db.execute(sql + " ORDER BY time, id", params)]
+            return [Held.from_row(r) for r in db.execute(sql + " ORDER BY time, rowid", params)]
 
     def held_one(self, pending_id: str) -> Held | None:
         self.prune()
