@@ -1,4 +1,5 @@
-"""Validates every message the agent sends against the official ACP v1 JSON schema."""
+"""Validates every message the agent sends against the official ACP schemas: the current
+stable one, or the unstable one for unstable fields."""
 
 from __future__ import annotations
 
@@ -11,41 +12,51 @@ from typing import Any
 import jsonschema
 from referencing import Registry, Resource
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "shared" / "acp-schema" / "schema.v1.json"
-_LOCAL = Path(__file__).resolve().parent / "data" / "schema.v1.json"
-_URI = "urn:acp:schema.v1"
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "shared" / "acp-schema"
+_LOCAL = Path(__file__).resolve().parent / "data"
+# The protocol's current stable schema; a message using unstable fields is checked against the
+# unstable one instead (the issue's rule: stable, or unstable for unstable fields).
+STABLE, UNSTABLE = "schema.json", "schema.unstable.json"
 
 
 @cache
-def _schema() -> dict[str, Any]:
-    for path in (SCHEMA_FILE, _LOCAL, Path("../shared/acp-schema/schema.v1.json")):
-        if path.is_file():
-            return json.loads(path.read_text())
-    raise FileNotFoundError("shared/acp-schema/schema.v1.json not found beside the checkout")
+def _schema(name: str = STABLE) -> dict[str, Any]:
+    for folder in (SCHEMA_DIR, _LOCAL, Path("../shared/acp-schema")):
+        if (folder / name).is_file():
+            return json.loads((folder / name).read_text())
+    raise FileNotFoundError(f"shared/acp-schema/{name} not found beside the checkout")
+
+
+def _uri(name: str) -> str:
+    return f"urn:acp:{name}"
 
 
 @cache
-def _registry() -> Registry:
-    return Registry().with_resource(_URI, Resource.from_contents(_schema()))
+def _registry(name: str) -> Registry:
+    return Registry().with_resource(_uri(name), Resource.from_contents(_schema(name)))
 
 
 @cache
 def _by_method() -> dict[tuple[str, str], str]:
-    """(method, 'params'|'result') -> $defs name, from the schema's x-method annotations."""
+    """(method, 'params'|'result') -> $defs name, from the schemas' x-method annotations."""
     found: dict[tuple[str, str], str] = {}
-    for name, d in _schema()["$defs"].items():
-        method = d.get("x-method")
-        if not method:
-            continue
-        kind = "result" if name.endswith("Response") else "params"
-        found[(method, kind)] = name
+    for schema in (_schema(UNSTABLE), _schema(STABLE)):  # the stable name wins
+        for name, d in schema["$defs"].items():
+            method = d.get("x-method")
+            if not method:
+                continue
+            kind = "result" if name.endswith("Response") else "params"
+            found[(method, kind)] = name
     return found
 
 
 @cache
-def _validator(def_name: str) -> jsonschema.protocols.Validator:
-    cls = jsonschema.validators.validator_for(_schema())
-    return cls({"$ref": f"{_URI}#/$defs/{def_name}"}, registry=_registry())
+def _validator(name: str, def_name: str) -> jsonschema.protocols.Validator | None:
+    schema = _schema(name)
+    if def_name not in schema["$defs"]:
+        return None
+    cls = jsonschema.validators.validator_for(schema)
+    return cls({"$ref": f"{_uri(name)}#/$defs/{def_name}"}, registry=_registry(name))
 
 
 def def_for(method: str, kind: str) -> str:
@@ -53,11 +64,26 @@ def def_for(method: str, kind: str) -> str:
 
 
 def validate_def(def_name: str, instance: Any) -> None:
-    """Raise jsonschema.ValidationError when instance does not match $defs[def_name]."""
-    _validator(def_name).validate(instance)
+    """Raise jsonschema.ValidationError when instance matches $defs[def_name] in neither the
+    stable schema nor (for unstable fields) the unstable one; the stable schema's error."""
+    stable = _validator(STABLE, def_name)
+    first: jsonschema.ValidationError | None = None
+    if stable is not None:
+        try:
+            stable.validate(instance)
+            return
+        except jsonschema.ValidationError as exc:
+            first = exc
+    unstable = _validator(UNSTABLE, def_name)
+    if unstable is None:
+        raise first or jsonschema.ValidationError(f"{def_name} is in no schema")
+    try:
+        unstable.validate(instance)
+    except jsonschema.ValidationError as exc:
+        raise first or exc from None
 
 
-# The one update outside schema.v1.json that acp-memory sends, exactly as documented in
+# The one update outside the schemas that acp-memory sends, exactly as documented in
 # docs/architecture.md and DESIGN.md: a memory run started, finished (with its cost in
 # `_meta.acpMemory`) or skipped. Anything else is refused.
 _RUN_STATUS = {"enum": ["succeeded", "failed", "timed_out", "stopped"]}
@@ -178,7 +204,7 @@ class WireChecker:
                 validate_def(def_for(method, "result"), msg["result"])
 
     def assert_clean(self) -> None:
-        assert not self.errors, "agent messages that break schema.v1.json:\n" + "\n".join(
+        assert not self.errors, "agent messages that break the ACP schema:\n" + "\n".join(
             self.errors
         )
 
