@@ -18,7 +18,7 @@ from acp_memory.tools.background import BACKGROUND_TOOLS
 from acp_memory.tools.command import RunCommand
 from acp_memory.tools.edit import EditFile, WriteFile
 from acp_memory.tools.files import ListDirectory, ReadFile
-from acp_memory.tools.plan import WritePlan
+from acp_memory.tools.plan import UpdatePlan, WritePlan
 from acp_memory.tools.registry import ToolRegistry
 from acp_memory.tools.search import Glob, Grep
 
@@ -35,6 +35,7 @@ def build_engine(cfg: Config, paths: Paths | None = None) -> TurnEngine:
             WriteFile(),
             EditFile(),
             WritePlan(),
+            UpdatePlan(),
             RunCommand(),
             *(tool() for tool in BACKGROUND_TOOLS),
             SpawnAgent(),

@@ -66,8 +66,9 @@ HTTP_DESCRIPTION = (
     "must then carry as `Authorization: Bearer <token>`."
 )
 DOCTOR_DESCRIPTION = (
-    "Check the config file, the model ids and their providers, and that the home and sessions "
-    "folders are writable. Prints one finding per line; exits 1 when any finding is an error."
+    "Check the config file, the model ids and their providers, the MCP servers (mcp.servers), "
+    "and that the home and sessions folders are writable. Prints one finding per line; exits 1 "
+    "when any finding is an error."
 )
 TTY_HINT = (
     "acp-memory speaks ACP (JSON-RPC) on stdin/stdout and is meant to be started by an editor; "
@@ -179,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--online",
         action="store_true",
-        help="also make one tiny request per configured provider to check reachability and the key",
+        help="also make one tiny request per configured provider to check reachability and the "
+        "key, and start each mcp.servers entry to count its tools",
     )
     from acp_memory.memory.cli import add_notes_parser
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from acp import RequestError, connect_to_agent, text_block
 from acp.client.connection import ClientSideConnection
+from acp.schema import ClientCapabilities
 
 from acp_memory.config import Config, ConfigError, Paths, load_config, resolve_paths
 from acp_memory.config.loader import expand
@@ -39,10 +40,6 @@ DEMO_CONFIG = f"""{MARKER}: the built-in offline model (no provider), memory on.
 memory:
   enable: true
   wait_seconds: 10  # the offline memory run takes milliseconds; a real model may need more
-acp:
-  # The official ACP clients drop session/update variants they do not know (memory_run is
-  # one); this extension notification reaches their ext_notification handler instead.
-  memory_run_updates: ext_notification
 """
 SEED_NAME = "servers.md"
 SEED_NOTE = "# Servers\n\nThe staging server is called bramble.\n"
@@ -55,6 +52,9 @@ FORGET = "Forget that my favourite fruit is the mango."
 UNDO_TIMEOUT = 60  # seconds for `notes undo`, a bound on a process that takes a moment
 # `_acp_memory/memory_run` as the SDK hands it to ext_notification: without the underscore.
 MEMORY_RUN = "acp_memory/memory_run"
+# The official Python SDK cannot parse a memory_run session update (the default form): the
+# demo's client asks at initialize for the extension notification, which it prints.
+MEMORY_RUN_FORM = {"memoryRunUpdates": "ext_notification"}
 
 
 class DemoError(Exception):
@@ -138,7 +138,9 @@ async def spawn_agent(client: Any, args: list[str]) -> AsyncIterator[ClientSideC
     assert proc.stdin is not None and proc.stdout is not None
     conn = connect_to_agent(client, proc.stdin, proc.stdout)
     try:
-        await conn.initialize(protocol_version=1)
+        await conn.initialize(
+            protocol_version=1, client_capabilities=ClientCapabilities(field_meta=MEMORY_RUN_FORM)
+        )
         yield conn
     finally:
         proc.stdin.close()  # end of input: the agent finishes and exits by itself

@@ -1,32 +1,37 @@
 """`acp-memory doctor`: checks the config and the environment and prints what it finds.
 
-With --online it also makes one tiny call to every configured provider, and asks for one
-embedding when memory.embeddings names a model.
+With --online it also makes one tiny call to every configured provider, asks for one
+embedding when memory.embeddings names a model, and starts every `mcp.servers` entry to count
+its tools.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import re
+import shlex
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
 from acp_memory.config import Config, ConfigError, Paths, resolve_paths
 from acp_memory.config.loader import (
-    VARIABLE,
     load_env_file,
     no_file_config,
     parse_config,
     read_raw,
     unknown_keys,
+    unset_variables,
 )
 from acp_memory.config.models import ProviderConfig
 from acp_memory.llm.registry import api_key, key_variable
+from acp_memory.mcpclient.configured import specs_from_config
+from acp_memory.memory.redact import redact_text
 from acp_memory.memory.roots import Roots
 
 if TYPE_CHECKING:
@@ -73,6 +78,8 @@ def check(
         findings += [Finding("warning", f"unknown key {key}") for key in unknown_keys(cfg)]
     findings += _model_findings(cfg, raw or {})
     findings += _embeddings_findings(cfg)
+    findings += mcp_findings(cfg)
+    findings += _mcp_unset_variables(raw or {})
     if raw is not None and not cfg.memory.enable:
         findings.append(
             Finding(
@@ -114,7 +121,106 @@ def check(
         )
     if online:
         findings += anyio.run(online_findings, cfg)
+        if cfg.mcp.servers:
+            findings += anyio.run(mcp_online_findings, cfg, paths.cwd)
     return findings
+
+
+def mcp_findings(cfg: Config) -> list[Finding]:
+    """One line per `mcp.servers` entry: its transport and where it is, secrets masked (the
+    values of env and headers never shown)."""
+    found = []
+    for spec in specs_from_config(cfg):
+        if spec.type == "stdio":
+            where = _masked_command([spec.command, *spec.args])
+            named = f"; env {', '.join(spec.env)}" if spec.env else ""
+        else:
+            where = _masked_url(spec.url)
+            named = f"; headers {', '.join(spec.headers)}" if spec.headers else ""
+        found.append(Finding("ok", f"MCP server {spec.name} ({spec.type}): {where}{named}"))
+    return found
+
+
+def _mcp_unset_variables(raw: Mapping[str, Any]) -> list[Finding]:
+    """A warning per `mcp.servers` entry of the file whose ${VAR}s are unset: each expands to
+    nothing, so a header such as "Bearer ${TOKEN}" goes out without its token."""
+    section = raw.get("mcp")
+    servers = section.get("servers") if isinstance(section, Mapping) else None
+    if not isinstance(servers, Mapping):
+        return []
+    found = []
+    for name, entry in servers.items():
+        unset = sorted({v for text in _strings(entry, set()) for v in unset_variables(text)})
+        if unset:
+            names = ", ".join(f"${{{v}}}" for v in unset)
+            unset_line = f"not set in the environment: {names} (each expands to nothing)"
+            found.append(Finding("warning", f"MCP server {name}: {unset_line}"))
+    return found
+
+
+def _strings(node: Any, seen: set[int]) -> Iterator[str]:
+    """The strings of a parsed YAML tree, each shared node (an alias) walked once."""
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, Mapping | list) and id(node) not in seen:
+        seen.add(id(node))
+        for item in node.values() if isinstance(node, Mapping) else node:
+            yield from _strings(item, seen)
+
+
+async def mcp_online_findings(cfg: Config, cwd: Path) -> list[Finding]:
+    """Start every configured MCP server at once, as a session would, and count its tools; a
+    server that does not start is one error naming it and why."""
+    # Only here: a plain doctor run does not load the MCP SDK.
+    from acp_memory.mcpclient.connection import ServerConnection
+
+    connections = [
+        ServerConnection(spec, cwd, cfg.mcp.startup_timeout_seconds)
+        for spec in specs_from_config(cfg)
+    ]
+    async with anyio.create_task_group() as tg:
+        for connection in connections:
+            connection.start(tg)
+        for connection in connections:
+            await connection.settled.wait()
+            connection.stop()
+    found = []
+    for c in connections:
+        if c.started:
+            tools = f"{len(c.tools)} tool{'' if len(c.tools) == 1 else 's'}"
+            found.append(Finding("ok", f"MCP server {c.name} started: {tools}"))
+        else:
+            found.append(Finding("error", f"MCP server {c.name}: {c.failure}"))
+    return found
+
+
+# An argument after a flag so named (or in --name=value) is a secret whatever its shape.
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(key|token|secret|password|passwd|auth)[\w-]*$", re.I)
+MASK = "***"
+
+
+def _masked_command(argv: list[str]) -> str:
+    """The command line as a shell reads it, the values of secret-named flags masked."""
+    shown: list[str] = []
+    for previous, arg in zip(["", *argv], argv, strict=False):
+        flag, eq, _ = arg.partition("=")
+        if eq and _SECRET_FLAG.match(flag):
+            shown.append(f"{shlex.quote(flag)}={MASK}")
+        elif _SECRET_FLAG.match(previous):
+            shown.append(MASK)
+        else:
+            shown.append(shlex.quote(arg))
+    return redact_text(" ".join(shown))
+
+
+def _masked_url(url: str) -> str:
+    """The URL without its query's values, where tokens travel (redact takes a password)."""
+    parts = urlsplit(url)
+    query = "&".join(
+        f"{name}={MASK}" if eq else name
+        for name, eq, _ in (item.partition("=") for item in parts.query.split("&") if item)
+    )
+    return redact_text(urlunsplit(parts._replace(query=query)))
 
 
 async def online_findings(cfg: Config) -> list[Finding]:
@@ -273,7 +379,7 @@ def _unset_key_variables(raw: Mapping[str, Any], index: int) -> list[str]:
     value = item.get("api_key") if isinstance(item, Mapping) else None
     if not isinstance(value, str):
         return []
-    return [name for name in VARIABLE.findall(value) if not os.environ.get(name)]
+    return unset_variables(value)
 
 
 def _unwritable(folder: Path) -> str | None:

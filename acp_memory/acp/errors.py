@@ -10,6 +10,7 @@ from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
 from acp_memory.oserror import os_error_text
 from acp_memory.paths import NotAWorkspace, check_workspace
+from acp_memory.runtime.runner import ImagesRefused
 from acp_memory.runtime.table import SessionUnsaved, Stopping, TurnRunning, saving
 from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.store import BundleError, Session, SessionNotFound
@@ -25,6 +26,19 @@ async def workspace(cwd: str) -> str:
         return await check_workspace(cwd)
     except NotAWorkspace as exc:
         raise RpcError(INVALID_PARAMS, f"Invalid params: cwd: {exc}") from None
+
+
+async def extra_roots(folders: list[str] | None) -> list[str]:
+    """additionalDirectories, each refused, by name, unless it is an absolute path to an
+    existing folder; in order, each once."""
+    checked: list[str] = []
+    for folder in folders or []:
+        try:
+            checked.append(await check_workspace(folder))
+        except NotAWorkspace as exc:
+            why = f"Invalid params: additionalDirectories: {exc}"
+            raise RpcError(INVALID_PARAMS, why) from None
+    return list(dict.fromkeys(checked))
 
 
 def not_loadable(session_id: str, why: object) -> RpcError:
@@ -63,6 +77,19 @@ def writes(session: Session) -> Iterator[None]:
 
 
 @contextmanager
+def deleting(session: Session) -> Iterator[None]:
+    """A bundle another process writes, or one that cannot be removed."""
+    try:
+        yield
+    except BundleBusy as exc:
+        raise RpcError(SESSION_BUSY, f"Session {session.id} is busy: {exc}") from None
+    except OSError as exc:
+        raise RpcError(
+            INTERNAL_ERROR, f"cannot delete session {session.id}: {os_error_text(exc)}"
+        ) from None
+
+
+@contextmanager
 def claiming() -> Iterator[None]:
     """A prompt to a session whose turn runs, or to an agent that is stopping."""
     try:
@@ -77,9 +104,12 @@ def claiming() -> Iterator[None]:
 
 @contextmanager
 def model_calls() -> Iterator[None]:
-    """A turn's model that cannot be found or called; the editor is told why."""
+    """A turn's model that cannot be found, called, or given the prompt; the editor is told
+    why."""
     try:
         yield
+    except ImagesRefused as exc:
+        raise RpcError(INVALID_PARAMS, f"Invalid params: prompt: {exc}") from None
     except UnknownModelError as exc:
         raise RpcError(INTERNAL_ERROR, str(exc)) from None
     except LLMError as exc:

@@ -3,7 +3,7 @@ only it when its config failed to load."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from acp_memory import __version__
 from acp_memory.acp.schema import (
@@ -13,8 +13,9 @@ from acp_memory.acp.schema import (
     initialize_response,
 )
 from acp_memory.acp.wire import parse_params
+from acp_memory.config.models import MemoryRunUpdates
 from acp_memory.jsonrpc.dispatch import Handler
-from acp_memory.jsonrpc.errors import INTERNAL_ERROR, RpcError
+from acp_memory.jsonrpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 
 Handlers = dict[str, Handler]
 
@@ -24,6 +25,28 @@ async def initialize(params: dict[str, Any]) -> dict[str, Any]:
     req = parse_params(InitializeRequest, params)
     version = min(req.protocol_version, PROTOCOL_VERSION)
     return initialize_response(version, "acp-memory", __version__)
+
+
+def memory_run_updates(
+    client_capabilities: dict[str, Any], configured: MemoryRunUpdates
+) -> MemoryRunUpdates:
+    """How this connection gets memory_run updates: as the client asked at initialize with
+    `clientCapabilities._meta.memoryRunUpdates`, else as `acp.memory_run_updates` says."""
+    meta = client_capabilities.get("_meta")
+    asked = meta.get("memoryRunUpdates") if isinstance(meta, dict) else None
+    if asked is None:
+        return configured
+    if asked is False:  # as an unquoted `off` in config.yaml reads
+        return "off"
+    forms: tuple[MemoryRunUpdates, ...] = get_args(MemoryRunUpdates)
+    for form in forms:
+        if asked == form:
+            return form
+    raise RpcError(
+        INVALID_PARAMS,
+        f"Invalid params: clientCapabilities._meta.memoryRunUpdates: {asked!r} is not one of "
+        + ", ".join(forms),
+    )
 
 
 async def authenticate(params: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +65,7 @@ def unconfigured_handlers(problem: str) -> Handlers:
     async def ignore(params: dict[str, Any]) -> None:
         return None
 
-    session_methods = ("new", "load", "list", "prompt", "set_mode", "set_config_option")
+    session_methods = "new load resume list prompt set_mode set_config_option close delete".split()
     return {
         "initialize": initialize,
         "authenticate": authenticate,

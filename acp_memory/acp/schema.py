@@ -59,6 +59,18 @@ class LoadSessionRequest(NewSessionRequest):
     session_id: str
 
 
+class ResumeSessionRequest(LoadSessionRequest):
+    """session/load's request, answered without the replay."""
+
+
+class CloseSessionRequest(CamelModel):
+    session_id: str
+
+
+class DeleteSessionRequest(CamelModel):
+    session_id: str
+
+
 class ListSessionsRequest(CamelModel):
     cwd: str | None = None
     cursor: str | None = None
@@ -150,9 +162,18 @@ class SelectConfigOption(CamelModel):
     options: list[SelectOption]
 
 
+class BooleanConfigOption(CamelModel):
+    type: Literal["boolean"] = "boolean"
+    id: str
+    name: str
+    description: str | None = None
+    current_value: bool
+
+
 class SessionInfo(CamelModel):
     session_id: str
     cwd: str
+    additional_directories: list[str] | None = None
     title: str | None = None
     updated_at: str | None = None
 
@@ -163,14 +184,21 @@ def text_content(text: str) -> dict[str, Any]:
 
 
 def initialize_response(protocol_version: int, name: str, version: str) -> dict[str, Any]:
-    """What we can do: load and list sessions, embedded context, no images or audio."""
+    """What we can do: load, list, resume, close and delete sessions, extra workspace roots,
+    embedded context and images (to a model configured with vision), no audio."""
     return {
         "protocolVersion": protocol_version,
         "agentCapabilities": {
             "loadSession": True,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": False, "sse": False},
-            "sessionCapabilities": {"list": {}},
+            "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+            "mcpCapabilities": {"http": True, "sse": True},
+            "sessionCapabilities": {
+                "list": {},
+                "resume": {},
+                "close": {},
+                "delete": {},
+                "additionalDirectories": {},
+            },
         },
         "agentInfo": {"name": name, "title": name, "version": version},
         "authMethods": [],

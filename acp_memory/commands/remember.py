@@ -29,7 +29,7 @@ class Persist:
                 "Switch to agent or plan mode to change the notes."
             )
         if not runner.memory_due(session):
-            return f"/{self.name} needs memory on (memory.enable: true); nothing was changed."
+            return f"/{self.name} needs this session's memory option on; nothing was changed."
         # With memory.review: ask, its writes are put to the user as a turn's are.
         questions = (None if call.emit is None
                      else runner.review_questions(session, call.editor, call.emit))

@@ -32,8 +32,8 @@ class MemoryStatus:
             return await memory_subcommand(call)
         runner, session = call.runner, call.session
         lines: list[str] = []
-        if not runner.cfg.memory.enable:
-            lines.append("Memory runs are off (memory.enable: false).")
+        if not runner.memory_enabled(session):
+            lines.append("Memory runs are off in this session (its memory option is off).")
         pool = runner.pool_for(session)
         runs = [r for r in await pool.records(include_system=True) if is_memory_run(r)]
         if not runs:

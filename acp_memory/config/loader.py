@@ -86,6 +86,11 @@ def expand(value: str) -> str:
     return os.path.expanduser(VARIABLE.sub(lambda m: os.environ.get(m.group(1), ""), value))
 
 
+def unset_variables(value: str) -> list[str]:
+    """The names of the ${VAR}s in value that expand to nothing (unset or empty)."""
+    return [name for name in VARIABLE.findall(value) if not os.environ.get(name)]
+
+
 def _expand_tree(node: Any, done: dict[int, Any] | None = None) -> Any:
     # Each list or mapping is expanded once and shared again as YAML's aliases shared it:
     # walking every alias afresh would visit a bomb's billion nodes.
@@ -295,6 +300,11 @@ def unknown_keys(cfg: Config) -> list[str]:
             found.append(f"{prefix}{key}")
         for name in type(model).model_fields:
             value = getattr(model, name)
+            if isinstance(value, dict):  # sections keyed by a name the user chose: mcp.servers
+                for key, item in value.items():
+                    if hasattr(item, "model_extra"):
+                        walk(item, f"{prefix}{name}.{key}.")
+                continue
             items = value if isinstance(value, list) else [value]
             for i, item in enumerate(items):
                 if hasattr(item, "model_extra"):

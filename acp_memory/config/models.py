@@ -5,9 +5,20 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 OFFLINE_MODEL_ID = "offline/default"
+# The names MCP tools get (mcp__<server>__<tool>, other characters as "_", cut at 64).
+MCP_TOOL_NAME = re.compile(r"mcp__[A-Za-z0-9_-]+")
+MCP_TOOL_NAME_MAX = 64
 
 
 def _false_means(word: str) -> BeforeValidator:
@@ -31,11 +42,26 @@ class ProviderConfig(Section):
     delay_ms: int = Field(default=0, ge=0)
 
 
+class ModelPrice(Section):
+    """What a model's tokens cost, per million, for the usage_update's `cost`."""
+
+    input: float = Field(ge=0)
+    # The cached part of a prompt; unset: billed as the rest of the input.
+    cached_input: float | None = Field(default=None, ge=0)
+    output: float = Field(ge=0)
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")  # ISO 4217, as ACP's Cost says
+
+
 class ModelConfig(Section):
     model: str = Field(description="<provider>/<upstream model id>")
     max_tokens: int = Field(default=8192, gt=0)
     temperature: float | None = Field(default=None, ge=0, le=2)
     stream: bool = True
+    # The usage_update's `size`; unset: the built-in table (llm/windows.py), else no update.
+    context_window: int | None = Field(default=None, gt=0)
+    price: ModelPrice | None = None
+    # Takes images in prompts (the offline model always does: it counts their bytes).
+    vision: bool = False
 
     @property
     def upstream_id(self) -> str:
@@ -83,8 +109,22 @@ class OutputLimitsConfig(Section):
 class ToolsConfig(Section):
     permission_mode: Literal["ask", "accept_edits", "bypass"] = "ask"
     command_allowlist: list[str] = Field(default_factory=list)
+    # Whole mcp__<server>__<tool> names (as the model sees them) whose calls never ask.
+    mcp_allowlist: list[str] = Field(default_factory=list)
     background: BackgroundConfig = Field(default_factory=BackgroundConfig)
     output_limits: OutputLimitsConfig = Field(default_factory=OutputLimitsConfig)
+
+    @field_validator("mcp_allowlist")
+    @classmethod
+    def _whole_tool_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not MCP_TOOL_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an mcp__<server>__<tool> name")
+            # A name cut at 64 characters may have lost its second "__"; a shorter one without
+            # it names a whole server, which Claude Code's rules allow and ours do not.
+            if len(name) < MCP_TOOL_NAME_MAX and "__" not in name.removeprefix("mcp__"):
+                raise ValueError(f"{name!r} names a server: list each tool as {name}__<tool>")
+        return names
 
 
 class SubagentsConfig(Section):
@@ -92,10 +132,12 @@ class SubagentsConfig(Section):
     max_depth: int = Field(default=2, ge=1)
 
 
+# How memory_run updates reach an ACP client; a client may choose for its connection.
+MemoryRunUpdates = Literal["session_update", "ext_notification", "off"]
+
+
 class AcpConfig(Section):
-    memory_run_updates: Annotated[
-        Literal["session_update", "ext_notification", "off"], _false_means("off")
-    ] = "session_update"
+    memory_run_updates: Annotated[MemoryRunUpdates, _false_means("off")] = "session_update"
 
 
 def _level_name(value: Any) -> Any:
@@ -169,6 +211,64 @@ class MemoryConfig(Section):
     pending_days: int = Field(default=7, ge=1)
 
 
+class McpServerConfig(Section):
+    """One MCP server as a Claude Code `.mcp.json` entry, so a block pastes over: a command to
+    run (stdio), or a url to reach with `type: http` (streamable HTTP) or `type: sse`."""
+
+    # Unset: stdio for a command, http for a url alone (the `transport` property).
+    type: Literal["stdio", "http", "sse"] | None = None
+    command: str = ""
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    url: str = ""
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+
+    @field_validator("args", "env", "headers", mode="before")
+    @classmethod
+    def _numbers_as_text(cls, value: Any) -> Any:
+        # YAML reads `--port 8080` or `DEBUG: true` as numbers and booleans; a process's
+        # arguments and environment are text, as .mcp.json writes them (a bare yes, no, on
+        # or off is a boolean to YAML too: quoted, it stays the word).
+        def text(item: Any) -> Any:
+            if isinstance(item, bool):
+                return "true" if item else "false"
+            return str(item) if isinstance(item, int | float) else item
+
+        if isinstance(value, list):
+            return [text(item) for item in value]
+        if isinstance(value, dict):
+            return {key: text(item) for key, item in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_to_start(self) -> McpServerConfig:
+        if self.type is None and self.command and self.url:
+            raise ValueError("has both a command and a url: set type (stdio, http or sse)")
+        if self.transport == "stdio" and not self.command:
+            raise ValueError(
+                "needs a command (a stdio server) or a url with type: http or sse"
+                if self.type is None
+                else "type stdio needs a command"
+            )
+        if self.transport != "stdio" and not self.url:
+            raise ValueError(f"type {self.transport} needs a url")
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http", "sse"]:
+        """The type, or what the entry implies: http for a url alone, else stdio."""
+        if self.type is not None:
+            return self.type
+        return "http" if self.url and not self.command else "stdio"
+
+
+class McpConfig(Section):
+    # Joined to every session's servers on every surface (ACP, print mode, HTTP); an editor's
+    # server of the same name wins. Keyed by server name, as `.mcp.json`'s mcpServers.
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    startup_timeout_seconds: float = Field(default=30, gt=0)
+
+
 class HookCommand(Section):
     """One hook: a shell command that reads the event as JSON on stdin (Claude Code's shape)."""
 
@@ -219,6 +319,7 @@ class Config(Section):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     httpserver: HttpServerConfig = Field(default_factory=HttpServerConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
     # <cwd>/.acp-memory/hooks.yaml runs too: a checked-out repository then runs its commands.
     hooks_allow_project: bool = False
 

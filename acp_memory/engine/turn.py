@@ -14,6 +14,7 @@ from acp_memory.engine.events import (
     AgentText,
     AgentThought,
     Emit,
+    PlanUpdated,
     PromptBlocked,
     ToolCallFinished,
     ToolCallProgress,
@@ -26,16 +27,33 @@ from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.types import (
     ChatRequest,
     Finished,
+    Image,
     Message,
     ReasoningDelta,
     TextDelta,
     ToolCall,
     ToolCallReady,
 )
-from acp_memory.sessions.model import StoredToolCall, TranscriptMessage, since_compaction
+from acp_memory.sessions.model import (
+    PromptPart,
+    StoredToolCall,
+    TextPart,
+    TranscriptMessage,
+    new_message_id,
+    prompt_text,
+    since_compaction,
+)
 from acp_memory.sessions.store import Session
 from acp_memory.timestamps import Now, utc_now
-from acp_memory.tools.base import Diff, ToolContent, ToolContext, ToolResult, TurnCancelled
+from acp_memory.tools.base import (
+    Diff,
+    ImageView,
+    LinkView,
+    ToolContent,
+    ToolContext,
+    ToolResult,
+    TurnCancelled,
+)
 from acp_memory.tools.registry import MAIN_AGENT_ONLY, PreparedCall, ToolRegistry, ToolSet
 
 log = logging.getLogger(__name__)
@@ -126,7 +144,9 @@ class TurnEngine:
         # The inline notes first, so they sit at the head of the cached prefix; frozen at
         # session/new.
         system = f"{record.inline_memory}\n\n{body}" if record.inline_memory else body
-        history = [to_llm_message(m) for m in since_compaction(session.messages)]
+        # Images reach a model that takes them; one selected since reads their [image] marks.
+        images = model.config.vision
+        history = [to_llm_message(m, images) for m in since_compaction(session.messages)]
         messages = [Message("system", system), *history]
         prefix = len(messages)
         tail = context.memory_message() if per_step else context.message()
@@ -137,12 +157,15 @@ class TurnEngine:
     async def run(
         self,
         session: Session,
-        user_text: str,
+        prompt: str | Sequence[PromptPart],
         model: ModelHandle,
         emit: Emit,
         setup: TurnSetup | None = None,
     ) -> StopReason:
-        """One user turn; the transcript is persisted after every message, even on cancel."""
+        """One user turn of a text prompt, or of one holding images (its parts); the
+        transcript is persisted after every message, even on cancel."""
+        parts = None if isinstance(prompt, str) else list(prompt)
+        user_text = prompt_text(prompt)
         setup = setup or TurnSetup()
         tools = setup.tools or self.tools_for(session)
         if session.record.subagent_run:
@@ -154,7 +177,11 @@ class TurnEngine:
             # Refused before it is recorded: no transcript entry, no model call, no memory run.
             await emit(PromptBlocked(blocked))
             return "refusal"
-        await session.append(TranscriptMessage(role="user", content=user_text))
+        await session.append(
+            TranscriptMessage(
+                role="user", content=user_text, parts=parts, message_id=new_message_id()
+            )
+        )
         await setup.context.begin()
         stop: StopReason = "max_turn_requests"
         for _ in range(setup.max_turns or self.max_turns):
@@ -198,10 +225,10 @@ class TurnEngine:
                 async for event in events:
                     if isinstance(event, TextDelta):
                         reply.text.append(event.text)
-                        await emit(AgentText(event.text))
+                        await emit(AgentText(event.text, reply.message_id))
                     elif isinstance(event, ReasoningDelta):
                         reply.reasoning.append(event.text)
-                        await emit(AgentThought(event.text))
+                        await emit(AgentThought(event.text, reply.message_id))
                     elif isinstance(event, ToolCallReady):
                         reply.calls.append(tools.prepare(event.call))
                     elif isinstance(event, Finished):
@@ -269,6 +296,7 @@ class TurnEngine:
                         is_error=result.is_error or None,
                         locations=result.locations or None,
                         content_extra=[_content_dump(c) for c in result.content] or None,
+                        plan=result.plan,
                     )
                 )
                 pending.pop(0)
@@ -281,6 +309,8 @@ class TurnEngine:
                         call_id, status, result.text, result.locations, list(result.content)
                     )
                 )
+                if result.plan is not None:
+                    await emit(PlanUpdated(result.plan))
                 if cancelled:
                     break
                 if hooks is not None and blocked is None:
@@ -299,13 +329,18 @@ class TurnEngine:
 
 def _tool_context(session: Session) -> ToolContext:
     record = session.record
-    return ToolContext(session.id, Path(record.cwd), record.mode, bundle=session.dir)
+    roots = tuple(Path(folder) for folder in record.additional_directories)
+    return ToolContext(session.id, Path(record.cwd), record.mode, roots=roots, bundle=session.dir)
 
 
 def _content_dump(c: ToolContent) -> dict[str, Any]:
     """Tool content as the transcript keeps it, for a faithful replay."""
     if isinstance(c, Diff):
         return {"type": "diff", "path": c.path, "oldText": c.old, "newText": c.new}
+    if isinstance(c, ImageView):
+        return {"type": "image", "data": c.data, "mimeType": c.mime_type}
+    if isinstance(c, LinkView):
+        return {"type": "resource_link", "uri": c.uri, "name": c.name, "mimeType": c.mime_type}
     return {"type": "terminal", "terminalId": c.terminal_id}
 
 
@@ -322,6 +357,7 @@ class _Reply:
         self.reasoning: list[str] = []
         self.calls: list[PreparedCall] = []
         self.finish: str = "stop"
+        self.message_id = new_message_id()
 
     def to_transcript(self, ctx: ToolContext) -> TranscriptMessage:
         calls = [
@@ -340,16 +376,29 @@ class _Reply:
             content="".join(self.text),
             reasoning="".join(self.reasoning) or None,
             tool_calls=calls or None,
+            message_id=self.message_id,
         )
 
 
-def to_llm_message(m: TranscriptMessage) -> Message:
-    """A transcript entry as the provider-neutral message the model sees."""
+def to_llm_message(m: TranscriptMessage, images: bool = True) -> Message:
+    """A transcript entry as the provider-neutral message the model sees (a prompt's images
+    with it, unless `images` is false)."""
     if m.role == "assistant":
         calls = tuple(ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls or ())
         return Message("assistant", m.content, tool_calls=calls)
     if m.role == "tool":
-        return Message("tool", m.content, tool_call_id=m.tool_call_id, name=m.name)
+        # The images a tool returned (an MCP server's), for a model that takes them.
+        shown = [
+            Image(str(c.get("mimeType", "")), str(c.get("data", "")))
+            for c in (m.content_extra or () if images else ())
+            if c.get("type") == "image"
+        ]
+        parts: tuple[str | Image, ...] = (m.content, *shown) if shown else ()
+        return Message("tool", m.content, tool_call_id=m.tool_call_id, name=m.name, parts=parts)
     if m.role == "compaction":
         return Message("user", f"{COMPACTED}\n\n{m.content}")
-    return Message("user", m.content)
+    parts = tuple(
+        p.text if isinstance(p, TextPart) else Image(p.mime_type, p.data)
+        for p in (m.parts if images and m.parts else ())
+    )
+    return Message("user", m.content, parts=parts)

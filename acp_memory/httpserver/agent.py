@@ -9,7 +9,6 @@ a second one is refused (409) rather than queued.
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
@@ -151,19 +150,13 @@ class HttpAgent:
         session = await self.writable(session_id)
         with self.claimed(session):
             try:
-                await anyio.to_thread.run_sync(session.lock.acquire)
+                await self.runner.delete_session(self.table, session)
             except BundleBusy as exc:
                 raise ApiError(409, f"session {session_id} is busy: {exc}") from None
-            await self.pool(session).aclose("stopped: the session was deleted")
-            self.runner.close_pool(session_id)
-            self.events.end(session_id)
-            try:
-                await anyio.to_thread.run_sync(shutil.rmtree, session.dir)
             except OSError as exc:
+                self.events.end(session_id)  # its tasks stopped: whatever is left, it is gone
                 raise ApiError(500, f"cannot delete {session.dir}: {os_error_text(exc)}") from None
-            finally:
-                session.close()
-                self.table.forget(session_id)
+            self.events.end(session_id)
 
     def check_mode(self, mode: str) -> None:
         if mode not in MODES:

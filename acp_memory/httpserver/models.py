@@ -313,12 +313,17 @@ class ChatChoice(BaseModel):
     finish_reason: str
 
 
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = Field(description="of prompt_tokens, those read from the prompt cache")
+
+
 class ChatUsage(BaseModel):
     """The tokens of the turn's own model calls (a memory run's are not counted)."""
 
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
 
 
 class ChatCompletion(BaseModel):

@@ -34,6 +34,7 @@ from acp_memory.httpserver.models import (
     ChatUsage,
     OpenAIModel,
     OpenAIModelList,
+    PromptTokensDetails,
 )
 from acp_memory.llm.usage import UsageMeter
 from acp_memory.modes import MODES
@@ -131,10 +132,12 @@ def _with_session(response: Response, session: Session) -> Response:
 
 
 def _usage(meter: UsageMeter) -> ChatUsage:
+    """The turn's tokens in OpenAI's shape: prompt tokens count the cached ones, as its own do."""
     return ChatUsage(
         prompt_tokens=meter.input_tokens,
         completion_tokens=meter.output_tokens,
         total_tokens=meter.input_tokens + meter.output_tokens,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=meter.cache_read_tokens),
     )
 
 

@@ -10,6 +10,8 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from acp_memory.jsonrpc.cancel import InboundRequest
+
 # What inbound handlers may hold at once, in requests and in bytes of their lines.
 MAX_IN_FLIGHT = 512
 MAX_IN_FLIGHT_BYTES = 128 * 1024 * 1024
@@ -64,9 +66,10 @@ class BatchAnswers:
 
 
 class Inbound:
-    """One request read and not yet answered: its message, the bytes it holds, its batch."""
+    """One request read and not yet answered: its message, the bytes it holds, its batch,
+    and (a request, not a notification) what a `$/cancel_request` naming it acts on."""
 
-    __slots__ = ("batch", "index", "message", "size")
+    __slots__ = ("batch", "index", "message", "request", "size")
 
     def __init__(
         self,
@@ -74,8 +77,10 @@ class Inbound:
         size: int,
         batch: BatchAnswers | None = None,
         index: int = 0,
+        request: InboundRequest | None = None,
     ) -> None:
         self.message, self.size, self.batch, self.index = message, size, batch, index
+        self.request = request
 
 
 class Admission:

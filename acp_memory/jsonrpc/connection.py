@@ -27,9 +27,10 @@ from acp_memory.jsonrpc.admission import (
     BatchAnswers,
     Inbound,
 )
+from acp_memory.jsonrpc.cancel import CANCEL_REQUEST, InboundRequests
 from acp_memory.jsonrpc.correlation import OutboundRequests
-from acp_memory.jsonrpc.dispatch import Handler, Methods
-from acp_memory.jsonrpc.errors import INVALID_REQUEST, PARSE_ERROR
+from acp_memory.jsonrpc.dispatch import AfterReply, Handler, Methods
+from acp_memory.jsonrpc.errors import INVALID_REQUEST, PARSE_ERROR, REQUEST_CANCELLED
 from acp_memory.jsonrpc.framing import DEFAULT_MAX_LINE_BYTES, OversizedLine, read_lines
 from acp_memory.jsonrpc.messages import error_response, is_response, readable_id, request_problem
 from acp_memory.jsonrpc.outbox import Outbox
@@ -65,6 +66,7 @@ class Connection:
         self._drain_seconds = drain_seconds
         self._outbox = Outbox(send)
         self._requests = OutboundRequests(self._outbox.post)
+        self._inbound = InboundRequests()
         self._admission = Admission(
             self._dispatch,
             max_in_flight=max_in_flight,
@@ -136,8 +138,22 @@ class Connection:
             self._requests.resolve(message)
         elif (problem := request_problem(message)) is not None:
             await self._reply_error(readable_id(message), INVALID_REQUEST, problem)
-        else:
-            await self._admission.enqueue([Inbound(message, len(line))], len(line))
+        elif not self._took_cancel(message):
+            await self._admission.enqueue([self._inbound_item(message, len(line))], len(line))
+
+    def _took_cancel(self, message: dict[str, Any]) -> bool:
+        """A `$/cancel_request` acts at once, as it is read: it must not wait behind the
+        requests it may be cancelling."""
+        if message["method"] != CANCEL_REQUEST or "id" in message:
+            return False
+        self._inbound.cancel(message.get("params"))
+        return True
+
+    def _inbound_item(
+        self, message: dict[str, Any], size: int, batch: BatchAnswers | None = None, index: int = 0
+    ) -> Inbound:
+        request = self._inbound.add(message["id"]) if "id" in message else None
+        return Inbound(message, size, batch, index, request)
 
     async def _on_batch(self, members: list[Any], size: int) -> None:
         if not members:
@@ -160,7 +176,7 @@ class Connection:
         for index, member in others:
             if (problem := request_problem(member)) is not None:
                 batch.answers[index] = error_response(readable_id(member), INVALID_REQUEST, problem)
-            else:
+            elif not self._took_cancel(member):
                 requests.append((index, member))
         if not requests:
             await self._post_batch(batch)
@@ -168,14 +184,14 @@ class Connection:
         # The line's bytes are shared among its requests, so the budget holds them all.
         share, extra = divmod(size, len(requests))
         inbound = [
-            Inbound(member, share + (n < extra), batch, index)
+            self._inbound_item(member, share + (n < extra), batch, index)
             for n, (index, member) in enumerate(requests)
         ]
         batch.remaining = len(inbound)
         await self._admission.enqueue(inbound, size)
 
     async def _dispatch(self, item: Inbound) -> None:
-        response, after = await self._methods.answer(item.message)
+        response, after = await self._answer(item)
         if item.batch is None:
             if response is not None:
                 await self._outbox.post(response)
@@ -194,6 +210,22 @@ class Connection:
                 await work()
             except Exception:
                 log.exception("failed to finish a request after its answer")
+
+    async def _answer(self, item: Inbound) -> tuple[Any, AfterReply]:
+        """The handler's answer, or -32800 when a `$/cancel_request` stopped it (before it
+        ran, or by cancelling it: a handler that chose cancel_with answers itself)."""
+        request = item.request
+        if request is None:  # a notification: no one can name it
+            return await self._methods.answer(item.message)
+        msg_id = item.message["id"]
+        cancelled = error_response(msg_id, REQUEST_CANCELLED, "Request cancelled")
+        try:
+            # Cancelled while it waited for the budget, its scope stops it before it runs.
+            with self._inbound.running(request):
+                answered = await self._methods.answer(item.message)
+            return (cancelled, []) if request.scope.cancelled_caught else answered
+        finally:
+            self._inbound.done(msg_id, request)
 
     async def _post_batch(self, batch: BatchAnswers) -> None:
         answers = [a for a in batch.answers if a is not None]

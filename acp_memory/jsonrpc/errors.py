@@ -9,6 +9,8 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+# The peer cancelled the request ($/cancel_request), as LSP and ACP number it.
+REQUEST_CANCELLED = -32800
 
 
 class RpcError(Exception):

@@ -28,6 +28,7 @@ from acp_memory.llm.types import (
     ChatRequest,
     Finished,
     FinishReason,
+    Image,
     Message,
     ReasoningDelta,
     StreamEvent,
@@ -240,7 +241,8 @@ def to_wire(
             block = {
                 "type": "tool_result",
                 "tool_use_id": message.tool_call_id or "",
-                "content": message.content,
+                # With images (an MCP tool's), its text and image blocks.
+                "content": _blocks(message) if message.parts else message.content,
             }
             last = wire[-1] if wire else None
             if last and last["role"] == "user" and last["content"][0]["type"] == "tool_result":
@@ -265,8 +267,12 @@ def to_wire(
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
-    if message.content.strip():  # the API rejects empty and whitespace-only text blocks
-        blocks.append({"type": "text", "text": message.content})
+    for part in message.parts or (message.content,):
+        if isinstance(part, Image):
+            source = {"type": "base64", "media_type": part.mime_type, "data": part.data}
+            blocks.append({"type": "image", "source": source})
+        elif part.strip():  # the API rejects empty and whitespace-only text blocks
+            blocks.append({"type": "text", "text": part})
     for call in message.tool_calls:
         blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call)})
     return blocks

@@ -29,6 +29,7 @@ from acp_memory.llm.types import (
     ChatRequest,
     Finished,
     FinishReason,
+    Image,
     Message,
     ReasoningDelta,
     StreamEvent,
@@ -80,7 +81,7 @@ class OpenAIProvider(HttpProvider):
         """The JSON body sent for a request."""
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": [to_wire(m) for m in request.messages],
+            "messages": wire_messages(request.messages),
             self._max_tokens_key: request.max_tokens,
             "stream": request.stream,
         }
@@ -135,6 +136,33 @@ class OpenAIProvider(HttpProvider):
             yield event
 
 
+# A tool message carries text alone: the images of a run of tool results follow it as one user
+# message, which says where they came from.
+TOOL_IMAGES = "The images the tool results above returned:"
+
+
+def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The messages in Chat Completions form, each tool run's images after it."""
+    wire: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        wire.append(to_wire(message))
+        if message.role == "tool":
+            images += [_image_part(p) for p in message.parts if isinstance(p, Image)]
+        run_ends = index + 1 == len(messages) or messages[index + 1].role != "tool"
+        if images and run_ends:
+            wire.append({"role": "user", "content": [{"type": "text", "text": TOOL_IMAGES},
+                                                     *images]})
+            images = []
+    return wire
+
+
+def _image_part(image: Image) -> dict[str, Any]:
+    """An image as a data URL part."""
+    url = f"data:{image.mime_type};base64,{image.data}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
 def to_wire(message: Message) -> dict[str, Any]:
     """A message in Chat Completions form."""
     if message.role == "tool":
@@ -143,7 +171,7 @@ def to_wire(message: Message) -> dict[str, Any]:
             "tool_call_id": message.tool_call_id or "",
             "content": message.content,
         }
-    wire: dict[str, Any] = {"role": message.role, "content": message.content}
+    wire: dict[str, Any] = {"role": message.role, "content": _content(message)}
     if message.role == "assistant" and message.tool_calls:
         # Several servers reject null content next to tool calls; "" is accepted everywhere.
         wire["tool_calls"] = [
@@ -151,6 +179,19 @@ def to_wire(message: Message) -> dict[str, Any]:
             for c in message.tool_calls
         ]
     return wire
+
+
+def _content(message: Message) -> str | list[dict[str, Any]]:
+    """The text, or the text and image parts of a message holding images (data URLs)."""
+    if not message.parts:
+        return message.content
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, str):
+            blocks.append({"type": "text", "text": part})
+        else:
+            blocks.append(_image_part(part))
+    return blocks
 
 
 def _is_done(event: SSEEvent) -> bool:

@@ -95,11 +95,11 @@ class ProviderHub:
 
     def model(self, model_id: str, *, wait_for_limit_reset: bool | None = None) -> ModelHandle:
         """The handle for a model id; child sessions pass wait_for_limit_reset=False."""
-        return ModelHandle(
-            model_id,
-            self.provider(model_id, wait_for_limit_reset=wait_for_limit_reset),
-            self.config.find_model(model_id),
-        )
+        provider = self.provider(model_id, wait_for_limit_reset=wait_for_limit_reset)
+        config = self.config.find_model(model_id)
+        if isinstance(provider, OfflineProvider) and not config.vision:
+            config = config.model_copy(update={"vision": True})  # it counts an image's bytes
+        return ModelHandle(model_id, provider, config)
 
     def provider(self, model_id: str, *, wait_for_limit_reset: bool | None = None) -> Provider:
         """The provider serving a model id, wrapped in the agent's retry policy."""

@@ -21,9 +21,9 @@ from acp_memory.llm.types import (
     LLMError,
     Message,
     StreamEvent,
-    first_line,
     status_phrase,
 )
+from acp_memory.text.lines import first_line
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Literal
 
+from acp_memory.text.lines import first_line
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -19,12 +21,29 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Image:
+    """An image the user sent: its MIME type and its bytes in base64."""
+
+    mime_type: str
+    data: str
+
+    @property
+    def size(self) -> int:
+        """Its size in bytes, decoded (the ACP layer took only valid base64)."""
+        padding = len(self.data) - len(self.data.rstrip("="))
+        return len(self.data) * 3 // 4 - padding
+
+
+@dataclass(frozen=True)
 class Message:
     role: Role
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None  # the tool's name on a tool result
+    # A user message holding images, text and images in order; content is then its text,
+    # each image marked [image], for whoever reads text alone.
+    parts: tuple[str | Image, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,9 +156,3 @@ def status_phrase(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return "Overloaded" if status == 529 else ""
-
-
-def first_line(text: str, limit: int) -> str:
-    """The first non-blank line of text, cut to limit characters."""
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return line if len(line) <= limit else line[:limit] + "…"

@@ -15,7 +15,7 @@ from acp_memory.memory.tools import came_back_empty
 from acp_memory.printmode.console import Console, RunOutcome
 from acp_memory.printmode.output import Output
 from acp_memory.runtime.memory_agent import NO_HITS, READ_TOOLS
-from acp_memory.runtime.memory_run import finished_update
+from acp_memory.runtime.memory_run import finished_update, run_tokens
 from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
 from acp_memory.tasks.records import TaskRecord, format_seconds
@@ -135,6 +135,8 @@ class MemoryWatch:
             "durationMs": last.get("durationMs"),
             "delivered": bool(last.get("delivered", False)),
             "reason": last.get("reason"),
+            # What the run cost, apart from the turn's usage (None while it runs).
+            "usage": run_tokens(last),
         }
 
     async def _tell(self, update: dict[str, Any]) -> None:

@@ -14,7 +14,13 @@ import anyio
 
 from acp_memory.build import build_runner
 from acp_memory.config import Config, Paths
-from acp_memory.engine.events import PromptBlocked, ToolCallFinished, ToolCallStarted, TurnEvent
+from acp_memory.engine.events import (
+    PromptBlocked,
+    ServerNotice,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnEvent,
+)
 from acp_memory.engine.reply import Reply
 from acp_memory.engine.turn import StopReason
 from acp_memory.llm.registry import ProviderHub, UnknownModelError
@@ -46,6 +52,9 @@ from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.store import BundleError, Session, SessionNotFound
 from acp_memory.signals import cancel_when_set, until_signalled
 from acp_memory.stderr import error
+
+# The MCP client's logger: its warnings name each server that failed.
+MCP_LOG = logging.getLogger("acp_memory.mcpclient")
 
 STOP_EXIT: dict[str, int] = {
     "end_turn": EXIT_OK,
@@ -121,8 +130,7 @@ async def _main(cfg: Config, paths: Paths, options: PrintOptions, text: str) -> 
         # Print mode waits for its memory run itself, within the run's timeout; a process
         # stopped by Ctrl-C or SIGTERM stops at once.
         runner.memory.exit_wait_seconds = 0
-        meter = UsageMeter()
-        runner.model_for = meter.around(runner.model_for)
+        meter = UsageMeter()  # the turn's main-agent calls, as the ACP prompt answer counts them
         try:
             session = await open_session(runner, hub, options)
         except Failure as failure:
@@ -262,6 +270,7 @@ class PrintTurn:
                     self.emit,
                     editor=self.editor,
                     notify_memory=self.memory.notify,
+                    meter=self.meter,
                 )
         except LLMError as exc:
             failure = Failure(EXIT_FAILED, _one_line(exc))
@@ -284,6 +293,11 @@ class PrintTurn:
         """The engine's events: the reply to the output, tool calls to the console."""
         if isinstance(event, PromptBlocked):
             self.blocked = event.text  # the hook's words, not the model's: said on stderr
+        elif isinstance(event, ServerNotice):
+            # Not the model's words: not the reply. Print mode's stderr is its log too, where
+            # the MCP client's warning already says this line, unless the level hides it.
+            if not MCP_LOG.isEnabledFor(logging.WARNING):
+                self.console.error(event.text.strip())
         elif piece := self.reply.add(event):
             self.console.clear_status()
             self.output.text(piece)

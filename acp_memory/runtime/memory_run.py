@@ -72,6 +72,27 @@ def finished_update(
     return update
 
 
+def run_usage(update: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The turn's memory run for the prompt answer's `_meta`, from the last memory_run update
+    the turn heard: its task and status, and once finished its `usage`; None without a run."""
+    if update is None or update.get("status") not in ("started", "finished"):
+        return None
+    run: dict[str, Any] = {"taskId": update["taskId"],
+                           "taskStatus": update.get("taskStatus", "running")}
+    if (tokens := run_tokens(update)) is not None:
+        run["usage"] = tokens
+    return run
+
+
+def run_tokens(update: dict[str, Any] | None) -> dict[str, int] | None:
+    """What a finished run cost (its finished update's `_meta`), its tokens in ACP's `Usage`
+    shape beside its calls and time: a second conversation, counted apart from the turn's."""
+    if update is None or update.get("status") != "finished":
+        return None
+    cost: dict[str, int] = update["_meta"]["acpMemory"]
+    return {**cost, "totalTokens": cost["inputTokens"] + cost["outputTokens"]}
+
+
 def run_cost_of(record: TaskRecord) -> TaskCost:
     """What a settled run cost; a run that never reached its body cost nothing."""
     return record.cost or TaskCost(duration_ms=record.duration_ms())

@@ -332,11 +332,13 @@ class MemoryService:
 
     # -- the surface's end ---------------------------------------------------------------------
 
-    async def drain(self) -> None:
-        """Wait up to exit_wait_seconds for the running memory runs (a surface calls it before
-        it closes its sessions, whose pools would stop them)."""
+    async def drain(self, session_id: str | None = None) -> None:
+        """Wait up to exit_wait_seconds for the running memory runs, or those of session_id
+        (a surface calls it before it closes sessions, whose pools would stop them)."""
         running = [  # a closed pool already stops its runs
-            task for task, pool in self._running.items() if not pool.closed
+            task
+            for task, pool in self._running.items()
+            if not pool.closed and session_id in (None, pool.session_id)
         ]
         if not running:
             return

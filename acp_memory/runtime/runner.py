@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -33,11 +34,13 @@ from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.usage import UsageMeter
 from acp_memory.memory.inline import session_memory
 from acp_memory.memory.review import TurnQuestions, reviewer_for
+from acp_memory.runtime.mcp_service import McpService
 from acp_memory.runtime.memory_run import MemoryRun, NotifyMemory
 from acp_memory.runtime.memory_service import MemoryHost, MemoryService
 from acp_memory.runtime.subagents import Subagents
 from acp_memory.runtime.table import SessionTable
-from acp_memory.sessions.model import TranscriptMessage
+from acp_memory.runtime.usage import UsageReports
+from acp_memory.sessions.model import ImagePart, PromptPart, TranscriptMessage, prompt_text
 from acp_memory.sessions.store import Session, SessionStore
 from acp_memory.tasks.pool import PoolSettings, TaskPool
 from acp_memory.tasks.process import KILL_GRACE_SECONDS, groups_killed_on_termination
@@ -46,6 +49,17 @@ from acp_memory.tools.permissions import GRANTS_FILE, PermissionGate
 from acp_memory.tools.registry import ToolSet
 
 log = logging.getLogger(__name__)
+
+
+class ImagesRefused(ValueError):
+    """A prompt with images for a model whose config does not say `vision: true`."""
+
+    def __init__(self, model_id: str) -> None:
+        super().__init__(
+            f"model {model_id} does not take images (set vision: true on its models[] entry "
+            "if it does)"
+        )
+        self.model_id = model_id
 
 
 class SlashCommands(Protocol):
@@ -96,6 +110,9 @@ class SessionRunner:
         # The clock the bounds read (run timeouts, the turn's wait, the exit wait): tests
         # replace it, so the memory service reads it through its host at every use.
         self.clock = Clock()
+        self.usage = UsageReports()  # the usage_update of the main agent's answers
+        # Each session's MCP servers, tasks of the owner group like the pools.
+        self.mcp = McpService(cfg, owner=lambda: self.owner)
         # The memory runs, their bounds and the search indexes; memory on or off (the notes
         # routes share the indexes).
         self.memory = MemoryService(
@@ -139,6 +156,7 @@ class SessionRunner:
                         for pool in self._pools.values():
                             pool.close_nowait("stopped: the agent stopped")
                         self._pools.clear()
+                        self.mcp.close()  # each server's process stopped, shielded
                         tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # Background tasks keep their failures to themselves, so a group holds the one
@@ -157,6 +175,7 @@ class SessionRunner:
         model_id: str | None = None,
         mode: str = "agent",
         mcp_servers: list[dict[str, Any]] | None = None,
+        additional_directories: Sequence[str] = (),
         messages: Sequence[TranscriptMessage] = (),
         session_id: str | None = None,
     ) -> Session:
@@ -171,6 +190,7 @@ class SessionRunner:
                 model_id=model_id or self.cfg.default_model_id(),
                 mode=mode,
                 mcp_servers=mcp_servers,
+                additional_directories=additional_directories,
                 messages=messages,
                 session_id=session_id,
                 inline_memory=session_memory(self.cfg, self.paths, cwd),
@@ -179,7 +199,13 @@ class SessionRunner:
         session = await anyio.to_thread.run_sync(create)
         if note := self.cfg.take_no_file_note():
             log.warning("%s", note)  # once: which model a config-less run picked, and why
-        await self.session_opened(session, "startup")
+        try:
+            await self.session_opened(session, "startup")
+        except BaseException:
+            # Never handed out (a session/new cancelled in its SessionStart hooks): the
+            # bundle stays, let go for whoever loads it.
+            session.close()
+            raise
         return session
 
     async def session_opened(self, session: Session, source: Literal["startup", "resume"]) -> None:
@@ -203,6 +229,7 @@ class SessionRunner:
             session.id,
             Path(record.cwd),
             record.mode,
+            roots=tuple(Path(folder) for folder in record.additional_directories),
             bundle=session.dir,
             editor=editor,
             permissions=PermissionGate(self.cfg.tools, session.dir / GRANTS_FILE, editor),
@@ -254,13 +281,20 @@ class SessionRunner:
         )
         return TaskPool(self.owner, session.id, session.dir, settings, self.clock)
 
+    def memory_enabled(self, session: Session) -> bool:
+        """The session's `memory` option: memory.enable (as it is now), unless the session
+        chose otherwise (its session.json's memoryEnabled)."""
+        chosen = session.record.memory_enabled
+        return self.cfg.memory.enable if chosen is None else chosen
+
     def memory_due(self, session: Session) -> bool:
-        """Whether a user turn of `session` starts a memory run: memory on, a surface with a
-        pool, and an ordinary session (a child, spawned or a memory run, never gets one)."""
+        """Whether a user turn of `session` starts a memory run: its memory option on, a
+        surface with a pool, and an ordinary session (a child, spawned or a memory run,
+        never gets one)."""
         return (
-            self.cfg.memory.enable
-            and self._owner is not None
+            self._owner is not None
             and not session.record.subagent_run
+            and self.memory_enabled(session)
         )
 
     def close_pool(self, session_id: str, reason: str = "stopped: the session closed") -> None:
@@ -269,11 +303,36 @@ class SessionRunner:
         pool = self._pools.pop(session_id, None)
         if pool is not None:
             pool.close_nowait(reason)
+        self.mcp.release(session_id)  # started again by its next turn
+
+    async def close_session(self, session: Session) -> None:
+        """Free what `session` holds in this surface once its turn has ended (a client closed
+        it): its memory runs waited for (MemoryService.drain, bounded by exit_wait_seconds),
+        then its pool stopped and its tasks ended. What else a session holds while open (its
+        MCP servers) is let go here too."""
+        await self.memory.drain(session.id)
+        pool = self._pools.pop(session.id, None)
+        if pool is not None:
+            await pool.aclose("stopped: the session was closed")
+        await self.mcp.forget(session.id)
+
+    async def delete_session(self, table: SessionTable, session: Session) -> None:
+        """Delete a top-level session's bundle, its child sessions and task records with it,
+        once its running tasks (memory runs included) have stopped; every surface deletes
+        here, holding the session's claim (table.claim) so that no turn starts meanwhile.
+        Raises BundleBusy while another process writes it, OSError when it cannot go."""
+        await anyio.to_thread.run_sync(session.lock.acquire)
+        await self.pool_view(session).aclose("stopped: the session was deleted")
+        await self.close_session(session)  # nothing is left running: frees what it holds
+        try:
+            await anyio.to_thread.run_sync(shutil.rmtree, session.dir)
+        finally:
+            table.discard(session)
 
     async def run_turn(
         self,
         session: Session,
-        text: str,
+        prompt: str | Sequence[PromptPart],
         emit: Emit,
         *,
         editor: Editor | None = None,
@@ -283,11 +342,17 @@ class SessionRunner:
         """One user turn of an ordinary session on its selected model, with its memory run
         when memory is on; notify_memory hears the run's memory_run updates, meter counts
         the turn's own model calls. A prompt that names a built-in command (/help) runs it
-        instead: no turn, no automatic memory run.
+        instead: no turn, no automatic memory run. A prompt holding images comes as its parts.
 
-        Raises UnknownModelError for a model id no provider serves, LLMError when the model
+        Raises ImagesRefused for images to a model without `vision`, before anything is
+        recorded; UnknownModelError for a model id no provider serves, LLMError when the model
         call fails, BundleBusy or OSError when the bundle cannot be written.
         """
+        text = prompt_text(prompt)  # what commands, hooks and the memory run read
+        if not isinstance(prompt, str) and any(isinstance(p, ImagePart) for p in prompt):
+            model_id = session.record.selected_model_id
+            if not self.model_for(model_id).config.vision:
+                raise ImagesRefused(model_id)
         await self.session_opened(session, "resume")  # once: a session new to this process
         commands = self.commands
         if commands is not None and (
@@ -295,9 +360,9 @@ class SessionRunner:
         ) is not None:
             await emit(AgentText(reply))
             return "end_turn"
-        model = self.model_for(session.record.selected_model_id)
-        if meter is not None:
-            model = meter.wrap(model)
+        # The main agent's calls: counted in the caller's meter, each answer a usage_update.
+        usage = self.usage.turn(session, meter or UsageMeter(), emit)
+        model = usage.metered(self.model_for(session.record.selected_model_id))
         context = self.turn_context(session)
         memory: MemoryRun | None = None
         if self.memory_due(session):
@@ -305,18 +370,23 @@ class SessionRunner:
             memory = MemoryRun(self.memory, session, text, notify_memory, context,
                                self.review_questions(session, editor, emit))
             context = memory
+        # The MCP servers' tools are the main agent's alone: children get at most `tools`.
+        tools = self.engine.tools_for(session)
+        server_tools = await self.mcp.turn_tools(session, emit)
         setup = TurnSetup(
-            tool_context=self.tool_context(session, editor),
+            tools=ToolSet([*tools, *server_tools], tools.label) if server_tools else None,
+            tool_context=self.tool_context(session, editor, tools=tools),
             context=context,
             hooks=await self.hooks.for_turn(session),
         )
         try:
-            return await self.engine.run(session, text, model, emit, setup)
+            return await self.engine.run(session, prompt, model, emit, setup)
         finally:
             if memory is not None:
                 # Before the prompt's answer: the finished update of a settled run.
                 with anyio.CancelScope(shield=True):
                     await memory.end_turn()
+            await usage.keep()  # the session's cost, on disk (shielded as every write)
 
     def review_questions(
         self, session: Session, editor: Editor | None, emit: Emit

@@ -26,7 +26,6 @@ from acp_memory.engine.events import (
 )
 from acp_memory.engine.turn import TurnEngine, TurnSetup
 from acp_memory.hooks.events import Subagent
-from acp_memory.llm import types
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.types import LLMError, status_phrase
 from acp_memory.oserror import os_error_text
@@ -35,6 +34,7 @@ from acp_memory.tasks.admission import PoolRefused
 from acp_memory.tasks.log import TaskLog
 from acp_memory.tasks.pool import TaskPool
 from acp_memory.tasks.task import Task, TaskFailed
+from acp_memory.text.lines import first_line
 from acp_memory.text.task_text import cut_task_text
 from acp_memory.tools.base import ToolError
 from acp_memory.tools.registry import ToolSet
@@ -105,6 +105,7 @@ class Subagents:
         create = partial(
             self.runner.store.create,
             cwd=parent.record.cwd,
+            additional_directories=parent.record.additional_directories,
             model_id=parent.record.selected_model_id,
             parent=parent,
             subagent_name=agent_name,
@@ -243,8 +244,3 @@ def last_reply(session: Session) -> str:
         if message.role == "user":
             break
     return ""
-
-
-def first_line(text: str, limit: int = 60) -> str:
-    """The first non-blank line of text, cut for a label or a log line."""
-    return types.first_line(text, limit)

@@ -99,6 +99,7 @@ class SessionTable:
         # contend for its lock. The others are freed as usual.
         self._let_go: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self.turns: dict[str, anyio.CancelScope] = {}
+        self._turn_ended: dict[str, anyio.Event] = {}  # set by release()
         self.stopping = False
         self._opened = anyio.Event()
 
@@ -131,12 +132,15 @@ class SessionTable:
         if self.stopping:
             raise Stopping("stopping")
         scope = self.turns[session.id] = anyio.CancelScope()
+        self._turn_ended[session.id] = anyio.Event()
         self._open(session)
         return scope
 
     def release(self, session: Session) -> None:
         """End the session's claim: it was used until now."""
         self.turns.pop(session.id, None)
+        if (ended := self._turn_ended.pop(session.id, None)) is not None:
+            ended.set()
         if session.id in self.sessions:
             self._open(session)
 
@@ -147,6 +151,13 @@ class SessionTable:
             return False
         scope.cancel()
         return True
+
+    async def settle(self, session_id: str) -> None:
+        """Cancel the session's running turn, if any, and wait until it has ended."""
+        ended = self._turn_ended.get(session_id)
+        self.cancel(session_id)
+        if ended is not None:
+            await ended.wait()
 
     def stop(self) -> None:
         """Cancel every running turn and start no new one (the front end is stopping)."""
@@ -159,6 +170,12 @@ class SessionTable:
         self.sessions.pop(session_id, None)
         self._used.pop(session_id, None)
         self._let_go.pop(session_id, None)
+
+    def discard(self, session: Session) -> None:
+        """Release the session's bundle and drop it (the client closed it); the next get()
+        loads it again."""
+        session.close()
+        self.forget(session.id)
 
     def close(self) -> None:
         """Stop each open session's background work (on_release) and release its bundle."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any, Literal
+import uuid
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -18,6 +20,11 @@ def new_session_id() -> str:
     return "sess_" + secrets.token_hex(12)
 
 
+def new_message_id() -> str:
+    """A transcript message's id, the `messageId` of its chunks on the wire: a UUID."""
+    return str(uuid.uuid4())
+
+
 def is_session_id(value: str) -> bool:
     """Whether `value` has the shape new_session_id() makes (and so is a safe folder name)."""
     digits = value.removeprefix("sess_")
@@ -26,6 +33,13 @@ def is_session_id(value: str) -> bool:
         and len(digits) == 24
         and all(c in "0123456789abcdef" for c in digits)
     )
+
+
+class SessionCost(CamelModel):
+    """A session's cumulative cost in one currency (ACP's `Cost`)."""
+
+    amount: float = 0.0
+    currency: str = "USD"
 
 
 class SessionRecord(CamelModel):
@@ -41,9 +55,16 @@ class SessionRecord(CamelModel):
     updated_at: str = Field(default_factory=now_iso)
     agent_memory: str = ""
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    # ACP's additionalDirectories: workspace roots besides cwd, absolute folders.
+    additional_directories: list[str] = Field(default_factory=list)
     # memory.inline: the notes as loaded at session/new, the head of every system message;
     # frozen for the session so the cached prefix stays stable (top-level sessions only).
     inline_memory: str | None = None
+    # The session's `memory` option once the client switched it: its turns start memory runs
+    # or not whatever memory.enable says (None: as memory.enable says; top-level only).
+    memory_enabled: bool | None = None
+    # What the main agent's model calls of every turn so far cost, at models[].price.
+    cost: SessionCost | None = None
     # Child bundles only.
     subagent_run: bool | None = None
     parent_session_id: str | None = None
@@ -61,6 +82,42 @@ class StoredToolCall(CamelModel):
     locations: list[str] | None = None  # what the editor was shown, for a faithful replay
 
 
+class PlanEntry(CamelModel):
+    """One entry of the plan the editor shows (ACP's PlanEntry), as update_plan sent it."""
+
+    content: str
+    status: Literal["pending", "in_progress", "completed"]
+    priority: Literal["high", "medium", "low"] = "medium"
+
+
+IMAGE_MARK = "[image]"
+
+
+class TextPart(CamelModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImagePart(CamelModel):
+    """An image of a user's prompt as its ACP block carried it: base64 data and its type."""
+
+    type: Literal["image"] = "image"
+    data: str
+    mime_type: str
+
+
+# A prompt's blocks as the transcript keeps them: the shapes of ACP's text and image content.
+PromptPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
+def prompt_text(prompt: str | Sequence[TextPart | ImagePart]) -> str:
+    """A prompt's text, each image marked [image] where it was (what commands, hooks, the
+    memory subagent and titles read)."""
+    if isinstance(prompt, str):
+        return prompt
+    return "\n\n".join(p.text if isinstance(p, TextPart) else IMAGE_MARK for p in prompt)
+
+
 class TranscriptMessage(CamelModel):
     """One entry of messages.json: a user message, an assistant reply, a tool result, or a
     compaction marker (/compact) whose content is the summary of everything before it."""
@@ -74,6 +131,11 @@ class TranscriptMessage(CamelModel):
     is_error: bool | None = None
     locations: list[str] | None = None
     content_extra: list[dict[str, Any]] | None = None  # diffs, terminals: as the editor saw them
+    # A user prompt's or an assistant reply's id: live and replayed chunks carry the same.
+    message_id: str | None = None
+    plan: list[PlanEntry] | None = None  # update_plan's entries, replayed as its update
+    # A user prompt holding an image, block by block (content is then its prompt_text).
+    parts: list[PromptPart] | None = None
     created_at: str = Field(default_factory=now_iso)
 
 

@@ -26,6 +26,7 @@ from acp_memory.sessions.model import (
     new_session_id,
 )
 from acp_memory.sessions.transcript import MESSAGES_FILE, READ_ATTEMPTS, Scrub, TranscriptFile
+from acp_memory.text.lines import first_line
 from acp_memory.timestamps import now_iso
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class Session:
                 if message.role == "user":
                     record = self.record.model_copy(
                         update={
-                            "title": self.record.title or _title_from(message.content),
+                            "title": self.record.title or first_line(message.content),
                             "updated_at": now_iso(),
                         }
                     )
@@ -186,6 +187,7 @@ class SessionStore:
         model_id: str,
         mode: str = "agent",
         mcp_servers: list[dict[str, Any]] | None = None,
+        additional_directories: Sequence[str] = (),
         parent: Session | None = None,
         durable: bool = True,
         session_id: str | None = None,
@@ -207,13 +209,14 @@ class SessionStore:
             mode=mode,
             selected_model_id=model_id,
             mcp_servers=mcp_servers or [],
+            additional_directories=list(additional_directories),
             **child,
         )
         if parent is not None:
             record.subagent_run = True
             record.parent_session_id = parent.id
         if first := next((m.content for m in messages if m.role == "user"), ""):
-            record.title = record.title or _title_from(first)
+            record.title = record.title or first_line(first)
         session = Session(
             record=record, dir=folder, durable=durable, messages=list(messages), scrub=scrub
         )
@@ -317,11 +320,6 @@ def _read_bytes(path: Path) -> bytes:
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     return f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
-
-
-def _title_from(text: str, limit: int = 80) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def encode_cursor(updated_at: str, session_id: str) -> str:

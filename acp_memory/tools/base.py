@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from acp_memory.editor import Editor
+from acp_memory.sessions.model import PlanEntry
 
 # ACP's ToolKind values; the editor picks an icon from them.
 ToolKind = Literal[
@@ -37,7 +38,24 @@ class TerminalView:
     terminal_id: str
 
 
-ToolContent = Diff | TerminalView
+@dataclass(frozen=True)
+class ImageView:
+    """An image a tool returned (an MCP server's), shown on the call's row."""
+
+    data: str  # base64
+    mime_type: str
+
+
+@dataclass(frozen=True)
+class LinkView:
+    """A resource a tool named but did not give as text, shown as a link on the call's row."""
+
+    uri: str
+    name: str
+    mime_type: str | None = None
+
+
+ToolContent = Diff | TerminalView | ImageView | LinkView
 
 
 @dataclass
@@ -51,6 +69,7 @@ class ToolResult:
     is_error: bool = False
     locations: list[str] = field(default_factory=list)
     content: list[ToolContent] = field(default_factory=list)
+    plan: list[PlanEntry] | None = None  # the session's whole new plan (update_plan)
 
 
 class ToolError(Exception):
@@ -62,7 +81,7 @@ class TurnCancelled(Exception):
     answered `cancelled`): the call ends failed and the turn ends with stopReason cancelled."""
 
 
-PermissionKind = Literal["command", "write", "outside"]
+PermissionKind = Literal["command", "write", "outside", "mcp"]
 
 
 @dataclass(frozen=True)
@@ -71,12 +90,14 @@ class PermissionRequest:
 
     kind: "command" (subject: the command line), "write" (subject: the absolute path written
     inside the workspace), "outside" (subject: an absolute path outside the workspace, to read
-    or to write).
+    or to write), "mcp" (subject: the MCP tool's name, `mcp__<server>__<tool>`; raw_input: its
+    arguments, shown to the user).
     """
 
     kind: PermissionKind
     subject: str
     title: str
+    raw_input: Any = None
 
 
 class Permissions(Protocol):
@@ -96,6 +117,7 @@ class ToolContext:
     cwd: Path
     mode: str
     call_id: str = ""
+    roots: tuple[Path, ...] = ()  # workspace roots besides cwd (additionalDirectories)
     bundle: Path | None = None  # the session's bundle folder (plans/ lives there)
     editor: Editor | None = None
     permissions: Permissions | None = None

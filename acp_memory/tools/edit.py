@@ -2,8 +2,9 @@
 
 Both go through the editor (fs/read_text_file, fs/write_text_file) when it advertised them, so
 the edit sees the user's unsaved buffer and the editor records it; else the local disk, written
-atomically. A write inside the cwd asks the permission gate for a "write", a path outside it for
-an "outside" permission. The change is shown to the editor as a diff.
+atomically. A write inside the workspace (the cwd, the session's additional roots) asks the
+permission gate for a "write", a path outside it for an "outside" permission. The change is
+shown to the editor as a diff.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ async def _checked_twice(
 ) -> T:
     """Check before asking (the user is never asked to allow a call that cannot work), then
     again after: the file may have changed while the user was deciding. A path outside the
-    cwd was already allowed by reachable(); a write inside asks the gate for a "write"."""
+    workspace was already allowed by reachable(); a write inside asks the gate for a "write"."""
     first = await check()
     if not inside:
         return first

@@ -1,5 +1,6 @@
 """Read-only workspace tools: read a text file and list a folder; and the path rules every file
-tool shares (paths relative to the cwd or absolute; outside the cwd only with permission)."""
+tool shares (paths relative to the cwd or absolute; outside the workspace, the cwd and the
+session's additional roots, only with permission)."""
 
 from __future__ import annotations
 
@@ -26,12 +27,17 @@ def real_path(ctx: ToolContext, raw: str) -> Path:
         raise ToolError(f"{raw!r} is not a usable path ({exc})") from None
 
 
-def inside_cwd(ctx: ToolContext, path: Path) -> bool:
-    return resolves_inside(path, ctx.cwd.resolve())
+def workspace_roots(ctx: ToolContext) -> tuple[Path, ...]:
+    """The real folders of the workspace: the cwd, then the session's additional roots."""
+    return tuple(root.resolve() for root in (ctx.cwd, *ctx.roots))
+
+
+def inside_workspace(ctx: ToolContext, path: Path) -> bool:
+    return any(resolves_inside(path, root) for root in workspace_roots(ctx))
 
 
 async def reachable(ctx: ToolContext, raw: str, verb: str) -> tuple[Path, bool]:
-    """The real location of `raw` and whether it is inside the cwd; a path outside is
+    """The real location of `raw` and whether it is inside the workspace; a path outside is
     refused unless the session's permission gate lets it through (it may ask the user)."""
     # Resolving walks the path's symlinks: off the event loop, like any other disk access.
     path, inside = await anyio.to_thread.run_sync(_locate, ctx, raw, abandon_on_cancel=True)
@@ -49,7 +55,7 @@ async def reachable(ctx: ToolContext, raw: str, verb: str) -> tuple[Path, bool]:
 
 def _locate(ctx: ToolContext, raw: str) -> tuple[Path, bool]:
     path = real_path(ctx, raw)
-    return path, inside_cwd(ctx, path)
+    return path, inside_workspace(ctx, path)
 
 
 class ReadFile:

@@ -8,6 +8,7 @@ so they hold for the session's later turns and after session/load:
      "commands": {"make test": "allow"},           # that exact command line
      "writes": {"/home/me/project": "allow"},        # any write inside that workspace
      "folders": {"/etc": "reject"},                  # any path outside at or below that folder
+     "tools": {"mcp__github__create_issue": "allow"}, # that MCP tool, whatever its arguments
      "memory": {"writes": "allow"}}                  # memory.review: ask's "allow for this session"
 """
 
@@ -77,9 +78,9 @@ def _words(line: str) -> list[str] | None:
 class PermissionGate:
     """Permissions.ensure for one session: config first, then remembered answers, then the user.
 
-    tools.permission_mode: `ask` asks for commands off the allowlist, writes and paths outside
-    the workspace; `accept_edits` approves writes inside the workspace and asks for the rest;
-    `bypass` never asks.
+    tools.permission_mode: `ask` asks for commands off the allowlist, MCP tools off theirs
+    (tools.mcp_allowlist), writes and paths outside the workspace; `accept_edits` approves
+    writes inside the workspace and asks for the rest; `bypass` never asks.
     """
 
     def __init__(self, tools: ToolsConfig, grants_file: Path, editor: Editor | None) -> None:
@@ -93,6 +94,8 @@ class PermissionGate:
             return
         if request.kind == "command" and allowlisted(request.subject, self.tools.command_allowlist):
             return
+        if request.kind == "mcp" and request.subject in self.tools.mcp_allowlist:
+            return
         if request.kind == "write" and mode == "accept_edits":
             return
         remembered = await anyio.to_thread.run_sync(
@@ -105,10 +108,15 @@ class PermissionGate:
                 f"permission denied: the user chose to always reject this ({request.title})"
             )
         if self.editor is None:
+            allow = (
+                f"add {request.subject} to tools.mcp_allowlist"
+                if request.kind == "mcp"
+                else "add the command to tools.command_allowlist"
+            )
             raise ToolError(
                 f"{request.title} needs the user's permission and there is no editor to ask; "
                 f"tools.permission_mode is {mode!r}: set it to accept_edits (file writes) or "
-                "bypass, or add the command to tools.command_allowlist"
+                f"bypass, or {allow}"
             )
         choice = await self.editor.request_permission(
             ctx.session_id, self._tool_call(ctx, request), OPTIONS
@@ -136,6 +144,8 @@ class PermissionGate:
             call["kind"] = kind
         if request.kind == "command":
             call["rawInput"] = {"command": request.subject}
+        elif request.kind == "mcp":
+            call["rawInput"] = request.raw_input if request.raw_input is not None else {}
         else:
             call["locations"] = [{"path": request.subject}]
         return call
@@ -146,6 +156,8 @@ class PermissionGate:
         grants, _ = self._load()
         if request.kind == "command":
             return _decision(grants["commands"].get(request.subject))
+        if request.kind == "mcp":
+            return _decision(grants["tools"].get(request.subject))
         if request.kind == "write":
             return _decision(grants["writes"].get(cwd))
         # The nearest remembered folder decides, so "always reject /etc/ssl" inside an
@@ -163,6 +175,8 @@ class PermissionGate:
                 return  # never written over: the user may want what it held back
             if request.kind == "command":
                 grants["commands"][request.subject] = decision
+            elif request.kind == "mcp":
+                grants["tools"][request.subject] = decision
             elif request.kind == "write":
                 grants["writes"][cwd] = decision
             else:
@@ -194,7 +208,7 @@ class PermissionGate:
     def _load(self) -> tuple[dict[str, Any], bool]:
         """The remembered answers, and whether the file (if any) could be read."""
         grants: dict[str, Any] = {"version": 1, "commands": {}, "writes": {}, "folders": {},
-                                  "memory": {}}
+                                  "tools": {}, "memory": {}}
         try:
             data = json.loads(self.grants_file.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -206,7 +220,7 @@ class PermissionGate:
         if not isinstance(data, dict):
             log.warning("ignoring %s: not a JSON object", self.grants_file)
             return grants, False
-        for key in ("commands", "writes", "folders", "memory"):
+        for key in ("commands", "writes", "folders", "tools", "memory"):
             value = data.get(key)
             if isinstance(value, dict):
                 grants[key] = {str(k): v for k, v in value.items() if _decision(v)}

@@ -1,4 +1,5 @@
-"""write_plan: the one thing plan mode may write, a plan file inside the session bundle."""
+"""write_plan: the one thing plan mode may write, a plan file inside the session bundle; and
+update_plan: the checklist the editor shows beside the conversation (ACP's plan update)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import anyio
 
 from acp_memory.atomic import write_atomic
+from acp_memory.sessions.model import PlanEntry
 from acp_memory.tools.base import Diff, ToolContext, ToolError, ToolKind, ToolResult
 
 PLANS_DIR = "plans"
@@ -69,3 +71,58 @@ def _write(path: Path, content: str) -> str | None:
     except OSError as exc:
         raise ToolError(f"cannot save the plan to {path}: {exc.strerror or exc}") from None
     return old
+
+
+_STATUSES = ["pending", "in_progress", "completed"]
+
+
+class UpdatePlan:
+    name = "update_plan"
+    description = (
+        "Show the user your plan for the task as a checklist in the editor. Send the whole "
+        "list every time (it replaces the one shown before), in order, each entry with its "
+        "status: pending, in_progress or completed. Keep the entry you work on in_progress "
+        "and mark each one completed when it is done. priority is high, medium or low "
+        "(medium when left out). For a plan saved as a file, plan mode has write_plan."
+    )
+    kind: ToolKind = "think"
+    read_only = True  # it changes only what the editor shows
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "entries": {
+                "type": "array",
+                "description": "the whole plan, in order",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "content": {"type": "string", "description": "what this step does"},
+                        "status": {"type": "string", "enum": _STATUSES},
+                        "priority": {"type": "string", "enum": ["high", "medium", "low"]},
+                    },
+                    "required": ["content", "status"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["entries"],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: Mapping[str, Any]) -> str:
+        return "Update the plan"
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        # The schema (checked before run) holds the statuses and priorities to ACP's values.
+        entries = [
+            PlanEntry.model_validate({**e, "content": e["content"].strip()})
+            for e in args["entries"]
+        ]
+        for number, entry in enumerate(entries, start=1):
+            if not entry.content:
+                raise ToolError(f"entry {number} has no content; say what the step does")
+        counts = ", ".join(
+            f"{sum(e.status == status for e in entries)} {status.replace('_', ' ')}"
+            for status in _STATUSES
+        )
+        return ToolResult(f"The plan is shown: {len(entries)} entries ({counts}).", plan=entries)

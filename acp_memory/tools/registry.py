@@ -23,14 +23,16 @@ MODE_TOOLS: dict[str, frozenset[str] | None] = {
         {
             "read_file", "list_directory", "glob", "grep",
             "background_list", "background_output", "background_wait", "write_plan",
+            "update_plan",
         }
     ),
     "ask": frozenset({"read_file", "list_directory", "glob", "grep"}),
 }
 PLAN_ONLY = frozenset({"write_plan"})
 # Tools of a top-level session only: a child session is never offered them, whatever its
-# parent has (Kodik's `memory` tool, registered with memory.inline: agent mode only).
-MAIN_AGENT_ONLY = frozenset({"memory"})
+# parent has (Kodik's `memory` tool, registered with memory.inline: agent mode only; and
+# update_plan, as a child's plan would reach no editor).
+MAIN_AGENT_ONLY = frozenset({"memory", "update_plan"})
 
 
 class ToolSet:

@@ -19,7 +19,7 @@ import pathspec
 
 from acp_memory.paths import resolves_inside
 from acp_memory.tools.base import ToolContext, ToolError, ToolKind, ToolResult
-from acp_memory.tools.files import decode_text, reachable, real_path
+from acp_memory.tools.files import decode_text, reachable, real_path, workspace_roots
 
 MAX_GLOB_RESULTS = 500
 MAX_SCANNED_FILES = 100_000  # files one call looks at, matched or not
@@ -173,7 +173,7 @@ class _Walk:
     scanned: int = 0
     stopped: bool = False  # MAX_SCANNED_FILES reached
     skipped_large: int = 0
-    readable: tuple[Path, ...] = ()  # where a symlinked file may lead: the cwd, the search root
+    readable: tuple[Path, ...] = ()  # where a symlinked file may lead: workspace, search root
     specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = field(default_factory=list)
 
 
@@ -316,7 +316,7 @@ def _grep(
     ctx: ToolContext, root: Path, shown: str, regex: re.Pattern[str], only: GlobMatcher | None
 ) -> str:
     cwd = ctx.cwd.resolve()
-    walk = _Walk(readable=(cwd, root))
+    walk = _Walk(readable=(*workspace_roots(ctx), root))
     try:
         single = not stat.S_ISDIR(os.stat(root).st_mode)
     except OSError as exc:

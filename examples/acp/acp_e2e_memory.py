@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 from acp import RequestError, connect_to_agent, text_block
 from acp.client.connection import ClientSideConnection
+from acp.schema import ClientCapabilities
 
 SEED = ("servers.md", "# Servers\n\nThe staging server is called bramble.\n", "bramble")
 ASK_SEED = "What is the staging server called? Answer in one short sentence."
@@ -44,6 +45,9 @@ ASK_NEW = "What is my favourite fruit? Answer in one short sentence."
 NEW_FACT = "mango"
 # `_acp_memory/memory_run`, as the SDK hands extension notifications over: without the "_".
 MEMORY_RUN = "acp_memory/memory_run"
+# The SDK cannot parse a memory_run session update (the default form): this client asks for
+# the extension notification at initialize, whatever the config says.
+CAPABILITIES = ClientCapabilities(field_meta={"memoryRunUpdates": "ext_notification"})
 
 
 class CheckFailed(Exception):
@@ -70,8 +74,7 @@ class Client:
 
 
 def agent_config(user_config: Path | None, home: Path) -> dict[str, Any]:
-    """The agent's config: the user's (if any) with memory on, kept inside `home`, and the
-    memory_run updates sent as the extension notification the SDK hands to clients."""
+    """The agent's config: the user's (if any) with memory on, kept inside `home`."""
     config: dict[str, Any] = {}
     if user_config is not None:
         try:
@@ -87,7 +90,6 @@ def agent_config(user_config: Path | None, home: Path) -> dict[str, Any]:
     # takes), so the recall is in the answer.
     memory["wait_seconds"] = 120
     section(config, "sessions")["dir"] = str(home / "sessions")
-    section(config, "acp")["memory_run_updates"] = "ext_notification"
     return config
 
 
@@ -114,7 +116,7 @@ async def agent(client: Client, home: Path, project: Path) -> AsyncIterator[Clie
     assert proc.stdin is not None and proc.stdout is not None
     conn = connect_to_agent(client, proc.stdin, proc.stdout)
     try:
-        await conn.initialize(protocol_version=1)
+        await conn.initialize(protocol_version=1, client_capabilities=CAPABILITIES)
         yield conn
     finally:
         proc.stdin.close()

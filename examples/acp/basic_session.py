@@ -6,7 +6,9 @@ From the repository root, with the README's venv (`.venv/bin/python`: it has the
 this needs; a bare `python` may not).
 
 Starts `python -m acp_memory` on stdio, opens a session in the current folder, sends each TEXT
-as a prompt (a default one otherwise), prints the streamed reply, and exits.
+as a prompt (a default one otherwise), prints the streamed reply and a line for each memory
+run, and exits. The SDK cannot parse a memory_run session update, so at initialize this client
+asks for them as the `_acp_memory/memory_run` extension notification instead.
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from acp import connect_to_agent, text_block
+from acp.schema import ClientCapabilities
+
+# What this client handles: the extension notification, which the SDK hands to
+# ext_notification without its leading underscore.
+MEMORY_RUN_FORM = {"memoryRunUpdates": "ext_notification"}
+MEMORY_RUN = "acp_memory/memory_run"
 
 
 class Printer:
@@ -27,6 +35,12 @@ class Printer:
             print(update.content.text, end="", flush=True)
         elif update.session_update == "tool_call":
             print(f"\n[tool] {update.title}", flush=True)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == MEMORY_RUN:
+            status = params.get("status")
+            detail = params.get("taskStatus") or params.get("reason") or params.get("taskId")
+            print(f"\n[memory run {status}: {detail}]", flush=True)
 
     async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -45,7 +59,9 @@ async def main(home: str | None, prompts: list[str]) -> None:
     )
     assert proc.stdin and proc.stdout
     conn = connect_to_agent(Printer(), proc.stdin, proc.stdout)
-    await conn.initialize(protocol_version=1)
+    await conn.initialize(
+        protocol_version=1, client_capabilities=ClientCapabilities(field_meta=MEMORY_RUN_FORM)
+    )
     session = await conn.new_session(cwd=str(Path.cwd()), mcp_servers=[])
     for text in prompts:
         print(f"> {text}")

@@ -20,7 +20,7 @@ async def test_initialize_advertises_protocol_1_and_what_the_agent_supports(cfg,
     caps = resp.agent_capabilities
     assert resp.protocol_version == 1
     assert caps.load_session is True
-    assert caps.prompt_capabilities.image is False
+    assert caps.prompt_capabilities.image is True  # to a model configured with vision
     assert caps.prompt_capabilities.audio is False
     assert caps.prompt_capabilities.embedded_context is True
     assert caps.session_capabilities.list is not None

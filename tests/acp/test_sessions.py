@@ -73,14 +73,14 @@ async def test_embedded_text_resources_and_links_reach_the_model(cfg, paths):
     assert "file:///a.py" in stored[0]["content"] and "print(1)" in stored[0]["content"]
 
 
-async def test_an_image_prompt_is_refused_clearly(cfg, paths):
+async def test_an_audio_prompt_is_refused_clearly(cfg, paths):
     async with in_process_agent(cfg, paths) as ed:
         sid = await ed.start_session(paths.cwd)
         with pytest.raises(RequestError) as err:
             await ed.conn.prompt(
-                session_id=sid, prompt=[{"type": "image", "data": "AAAA", "mimeType": "image/png"}]
+                session_id=sid, prompt=[{"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}]
             )
-    assert err.value.code == -32602 and "image" in str(err.value)
+    assert err.value.code == -32602 and "audio" in str(err.value)
 
 
 async def test_load_replays_the_whole_transcript_before_answering(cfg, paths):

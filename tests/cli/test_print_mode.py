@@ -363,7 +363,7 @@ async def test_every_failure_ends_stdout_with_one_result_object(home, project, c
 
 @pytest.mark.subprocess
 async def test_json_prints_one_result_object(home, project):
-    async with FakeOpenAI(text("Hello there", chunks=3, usage=(40, 9))) as server:
+    async with FakeOpenAI(text("Hello there", chunks=3).costing(40, 9, cached=25)) as server:
         configure(home, fake_model(server))
         done = await print_mode("-p", "hi", "--output-format", "json", home=home, cwd=project)
     assert done.code == 0, done.stderr
@@ -375,7 +375,9 @@ async def test_json_prints_one_result_object(home, project):
         "type": "result",
         "result": "Hello there",
         "stopReason": "end_turn",
-        "usage": {"inputTokens": 40, "outputTokens": 9},
+        # The numbers of the ACP prompt answer, cached tokens included.
+        "usage": {"inputTokens": 40, "outputTokens": 9, "cachedReadTokens": 25,
+                  "cachedWriteTokens": 0, "totalTokens": 49},
         "memory": None,
         "is_error": False,
         "error": None,
@@ -405,6 +407,11 @@ async def test_stream_json_prints_each_update_as_it_happens_then_the_result(home
     runs = [u["update"] for u in updates if u["update"]["sessionUpdate"] == "memory_run"]
     assert [r["status"] for r in runs] == ["started", "finished"]
     finished = runs[-1]
+    cost = finished["_meta"]["acpMemory"]
+    assert cost["modelCalls"] > 0 and cost["inputTokens"] > 0
+    # After each of the main agent's answers, its request's tokens in the offline model's window.
+    sizes = [u["update"] for u in updates if u["update"]["sessionUpdate"] == "usage_update"]
+    assert sizes and {u["size"] for u in sizes} == {32768}
     assert last == {
         "type": "result",
         "result": (
@@ -420,6 +427,9 @@ async def test_stream_json_prints_each_update_as_it_happens_then_the_result(home
             "durationMs": finished["durationMs"],
             "delivered": True,
             "reason": None,
+            # What the run cost, apart from the turn's usage: its finished update's numbers.
+            "usage": {**finished["_meta"]["acpMemory"],
+                      "totalTokens": cost["inputTokens"] + cost["outputTokens"]},
         },
         "is_error": False,
         "error": None,
@@ -586,7 +596,12 @@ async def test_the_process_waits_for_a_persist_still_running_when_the_turn_ends(
         "durationMs": result["memory"]["durationMs"],
         "delivered": False,
         "reason": None,
+        "usage": result["memory"]["usage"],
     }
+    # Finished after the turn, its cost still in the result, apart from the turn's usage.
+    cost = result["memory"]["usage"]
+    assert cost["modelCalls"] > 0 and cost["durationMs"] == result["memory"]["durationMs"]
+    assert cost["totalTokens"] == cost["inputTokens"] + cost["outputTokens"] > 0
     notes = [p.read_text() for p in (home / "memory").glob("*.md")]
     assert any("release train leaves on Fridays" in n for n in notes)
     meta = bundle(home, result["sessionId"]) / "background" / "bg_1" / "meta.json"

@@ -64,6 +64,28 @@ def test_a_config_names_the_models_but_memory_stays_on_and_in_the_throwaway_home
     assert not any(p.name.startswith("acp-e2e-memory-") for p in tmp_path.iterdir())
 
 
+def test_the_basic_example_runs_clean_for_a_new_user_and_shows_the_memory_run(tmp_path):
+    # As the issue tried it: a new home, the default config (memory on, memory_run as a
+    # session/update), the official SDK client on the other end.
+    home = tmp_path / "new-home"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("ACP_MEMORY_HOME", None)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "basic_session.py"), "--home", str(home), "hello"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TIMEOUT,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "ERROR" not in done.stderr, done.stderr
+    assert 'You said: "hello"' in done.stdout
+    assert "[memory run started: bg_1]" in done.stdout
+    assert "[memory run finished: succeeded]" in done.stdout
+    assert done.stdout.rstrip().endswith("[end_turn]")
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:  # bound, never listening: a connection is refused
         sock.bind(("127.0.0.1", 0))

@@ -34,11 +34,12 @@ async def test_a_turn_streams_thoughts_text_tool_calls_and_their_results(paths):
     assert kinds.count("agent_thought_chunk") == 1 + 4
     assert ed.client.text(sid) == "Reading.It says alpha."
     assert ed.client.text(sid, "agent_thought_chunk") == "I should read it.Got it."
-    # Thought, then text, then the tool call, then its result, then the answer.
+    # Thought, then text, then the tool call, then its result, then the answer; then the
+    # session's title.
     order = [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k]
     assert order == [
         "agent_thought_chunk", "agent_message_chunk", "tool_call", "tool_call_update",
-        "agent_thought_chunk", "agent_message_chunk",
+        "agent_thought_chunk", "agent_message_chunk", "session_info_update",
     ]
     start = next(u for u in updates if u.session_update == "tool_call")
     assert (start.tool_call_id, start.kind, start.title) == ("r1", "read", "Read a.md")

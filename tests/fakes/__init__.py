@@ -10,5 +10,6 @@
 
 Real HTTP/1.1 with keep-alive and real SSE on 127.0.0.1:<free port>, inside the test's event loop.
 fakes.script documents every reply and fault; fakes.llamacpp starts a real tiny model;
-fakes.embeddings_server.FakeEmbeddings serves POST /v1/embeddings with vectors a test chooses.
+fakes.embeddings_server.FakeEmbeddings serves POST /v1/embeddings with vectors a test chooses;
+fakes.mcp_servers holds real MCP servers (stdio, streamable HTTP, SSE) written with the mcp SDK.
 """

@@ -42,7 +42,7 @@ class FakeAnthropic(FakeModelServer):
         }
 
     def stream_frames(self, reply: Reply, request: Recorded) -> list[Frame]:
-        tokens_in, tokens_out = reply.usage
+        _, tokens_out = reply.usage
         start = {
             "id": "msg_fake",
             "type": "message",
@@ -50,7 +50,7 @@ class FakeAnthropic(FakeModelServer):
             "content": [],
             "model": (request.json or {}).get("model", ""),
             "stop_reason": None,
-            "usage": {"input_tokens": tokens_in, "output_tokens": 1},
+            "usage": {**_input_usage(reply), "output_tokens": 1},
         }
         frames = [
             Frame(sse({"type": "message_start", "message": start}, "message_start"), False),
@@ -150,7 +150,7 @@ class FakeAnthropic(FakeModelServer):
                     "input": json.loads(c.arguments or "{}"),
                 }
             )
-        tokens_in, tokens_out = reply.usage
+        _, tokens_out = reply.usage
         return {
             "id": "msg_fake",
             "type": "message",
@@ -158,8 +158,16 @@ class FakeAnthropic(FakeModelServer):
             "content": content,
             "model": (request.json or {}).get("model", ""),
             "stop_reason": _STOP.get(reply.finish_reason, reply.finish_reason),
-            "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
+            "usage": {**_input_usage(reply), "output_tokens": tokens_out},
         }
+
+
+def _input_usage(reply: Reply) -> dict[str, int]:
+    """As Anthropic reports a prompt: input_tokens is the part not read from the cache."""
+    tokens_in, _ = reply.usage
+    if not reply.cached:
+        return {"input_tokens": tokens_in}
+    return {"input_tokens": tokens_in - reply.cached, "cache_read_input_tokens": reply.cached}
 
 
 def _error_type(status: int) -> str:

@@ -66,7 +66,8 @@ async def test_a_completion_answers_in_openais_shape_with_the_session_in_a_heade
     assert 'Your previous message was: "an earlier turn"' in choice["message"]["content"]
     assert record["mode"] == "ask" and record["cwd"] == str(paths.cwd)
     usage = completion["usage"]
-    assert set(usage) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+    assert set(usage) == {"prompt_tokens", "completion_tokens", "total_tokens",
+                          "prompt_tokens_details"}
     assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
 
@@ -91,7 +92,7 @@ async def test_without_the_header_the_model_sees_the_body_s_earlier_messages(pat
             {"role": "user", "content": "What is my name?"},
         ],
     }
-    async with FakeOpenAI(default=text("Ada.", usage=(30, 4))) as model:
+    async with FakeOpenAI(default=text("Ada.").costing(30, 4, cached=20)) as model:
         async with served(fake_config(model.base_url), paths) as api:
             resp = await api.client.post("/v1/chat/completions", json=body)
             sid = resp.headers[HEADER]
@@ -108,8 +109,10 @@ async def test_without_the_header_the_model_sees_the_body_s_earlier_messages(pat
         ("user", "What is my name?"), ("assistant", "Ada."),
     ]
     assert record["title"] == "My name is Ada."
+    # The turn's tokens as OpenAI gives them: the cached ones within prompt_tokens.
     assert resp.json()["usage"] == {"prompt_tokens": 30, "completion_tokens": 4,
-                                    "total_tokens": 34}
+                                    "total_tokens": 34,
+                                    "prompt_tokens_details": {"cached_tokens": 20}}
 
 
 async def test_with_the_header_the_session_s_history_is_the_conversation(paths):
@@ -132,7 +135,7 @@ async def test_with_the_header_the_session_s_history_is_the_conversation(paths):
 
 
 async def test_a_streamed_completion_asked_for_usage_ends_with_a_usage_chunk(paths):
-    async with FakeOpenAI(default=text("Streamed.", usage=(21, 5))) as model:
+    async with FakeOpenAI(default=text("Streamed.").costing(21, 5, cached=16)) as model:
         async with served(fake_config(model.base_url), paths) as api:
             body = chat("Count me", stream=True, stream_options={"include_usage": True})
             async with api.client.stream("POST", "/v1/chat/completions", json=body) as resp:
@@ -148,7 +151,8 @@ async def test_a_streamed_completion_asked_for_usage_ends_with_a_usage_chunk(pat
     assert (last["object"], last["id"], last["choices"]) == (
         "chat.completion.chunk", chunks[0]["id"], []
     )
-    assert last["usage"] == {"prompt_tokens": 21, "completion_tokens": 5, "total_tokens": 26}
+    assert last["usage"] == {"prompt_tokens": 21, "completion_tokens": 5, "total_tokens": 26,
+                             "prompt_tokens_details": {"cached_tokens": 16}}
     assert all("usage" not in json.loads(line.removeprefix("data: ")) for line in plain[:-1])
 
 

@@ -150,7 +150,8 @@ async def test_no_child_text_or_tool_call_ever_reaches_the_parents_stream(paths)
     child_id = meta(paths, sid, "bg_1")["agent"]["session_id"]
     assert len(server.child_requests) == 2  # the child did stream text and call three tools
     assert said == "The parent's own answer."
-    assert set(streamed) == {"agent_message_chunk"}
+    # The parent's text, and the session's own title update; nothing of the child.
+    assert set(streamed) == {"agent_message_chunk", "session_info_update"}
     for msg in sent:
         wire = json.dumps(msg, ensure_ascii=False)
         for secret in (narration, "CHILD-ONLY-FACT", "Thinking about fruit", "memory_search",

@@ -28,9 +28,11 @@ async def test_each_mode_is_offered_its_own_tools(paths):
     # The background tools join plan mode when they are registered; none of the writers do.
     assert {"read_file", "list_directory", "glob", "grep", "write_plan"} <= set(plan)
     assert not {"write_file", "edit_file"} & set(plan)
+    assert "update_plan" in agent and "update_plan" in plan  # the editor's checklist
     assert set(plan) <= {
         *ask,
         "write_plan",
+        "update_plan",
         "background_list",
         "background_output",
         "background_wait",

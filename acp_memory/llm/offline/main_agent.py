@@ -4,7 +4,7 @@ A line `/tool NAME {"arg": "value"}` in the user's message makes it call that to
 default to {}), and once the results are back it reports them. For measuring the wire, a line
 `/stream N` (N up to 1,000,000) makes it stream N short chunks `w0 `, `w1 `, … instead. When the
 turn context after the history carries a "## Long-term memory" report, its answer repeats it
-under "From memory:".
+under "From memory:". An image in the user's message is acknowledged by its size, never seen.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from acp_memory.llm.offline.memory_child import NO_MEMORY_HITS
 from acp_memory.llm.offline.wording import announce, clip, numbered_calls
-from acp_memory.llm.types import Message, ToolCall
+from acp_memory.llm.types import Image, Message, ToolCall
 
 _DIRECTIVE = re.compile(r"^\s*/tool\s+(?P<name>[\w.-]+)\s*(?P<args>\{.*\})?\s*$", re.MULTILINE)
 _STREAM = re.compile(r"^\s*/stream\s+(?P<count>\d{1,7})\s*$", re.MULTILINE)
@@ -82,6 +82,13 @@ def compose_reply(conversation: list[Message]) -> str:
         f'You said: "{clip(last, _QUOTE_LIMIT)}"' if last else "Your message was empty.",
         f"This is message {turn} of our conversation.",
     ]
+    if users:
+        # It cannot look at an image, only say that one arrived (the request carried it).
+        lines += [
+            f"I received an image of {p.size} bytes ({p.mime_type})."
+            for p in users[-1].parts
+            if isinstance(p, Image)
+        ]
     if turn > 1:
         lines.append(f'Your previous message was: "{clip(users[-2].content.strip())}"')
     return "\n".join(lines)

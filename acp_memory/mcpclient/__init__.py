@@ -1,0 +1,1 @@
+"""The MCP servers a session uses: their specs, connections and tools (the official `mcp` SDK)."""

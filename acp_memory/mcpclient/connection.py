@@ -1,0 +1,202 @@
+"""One MCP server of a session, reached through the official `mcp` SDK: started in a task of
+its owner's group, its tools listed once it answers, gone when it exits or is stopped.
+
+The whole life of a connection is one task, so the SDK's transport (a child process, an HTTP
+client) is entered and left in the same task, and stopping it (its cancel scope) runs the
+SDK's bounded shutdown: stdin closed, then the process group killed; no process outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import types as mcp_types
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+from acp_memory import __version__
+from acp_memory.mcpclient.specs import ServerSpec
+
+log = logging.getLogger(__name__)
+
+CLIENT_INFO = mcp_types.Implementation(name="acp-memory", version=__version__)
+# A tools/list that pages for ever is cut here.
+MAX_TOOL_PAGES = 100
+
+Item = SessionMessage | Exception
+
+
+def timed_out(seconds: float) -> str:
+    """The reason a server that did not answer within the start timeout is left out."""
+    return f"did not start within {seconds:g} s (mcp.startup_timeout_seconds)"
+
+
+class CallFailed(Exception):
+    """A tools/call that got no result: the server is gone, or answered with an error."""
+
+
+class ServerConnection:
+    """One server: `start()` it in a task group, wait for `settled`, then read `tools` and
+    `call()` them while `alive`; `failure` says why it is not (or no longer) usable."""
+
+    def __init__(self, spec: ServerSpec, cwd: Path, startup_timeout: float) -> None:
+        self.spec = spec
+        self.cwd = cwd
+        self.startup_timeout = startup_timeout
+        self.tools: list[mcp_types.Tool] = []
+        self.failure: str | None = None
+        self.started = False  # it answered initialize and tools/list once
+        self.reported = False  # its failure was told to the user
+        self.settled = anyio.Event()  # started, or failed to
+        self.ended = anyio.Event()  # its task returned: its process is gone
+        self._session: ClientSession | None = None
+        self._scope = anyio.CancelScope()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def alive(self) -> bool:
+        return self._session is not None and self.failure is None
+
+    def start(self, group: TaskGroup) -> None:
+        """Connect in a task of `group` (the runner's, which outlives any one request)."""
+        group.start_soon(self._run)
+
+    def stop(self) -> None:
+        """Disconnect: the task ends, the SDK stopping the server's process (shielded)."""
+        self._scope.cancel()
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        """Call one of the server's tools by its own name; CallFailed when no result comes."""
+        session = self._session
+        if session is None or self.failure is not None:
+            raise CallFailed(f"MCP server {self.name} is not running ({self.failure or 'stopped'})")
+        try:
+            return await session.call_tool(tool, arguments)
+        except MCPError as exc:
+            raise CallFailed(f"MCP server {self.name}: {exc.error.message}") from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise CallFailed(f"MCP server {self.name}: the connection failed ({exc})") from None
+
+    async def _run(self) -> None:
+        try:
+            with self._scope:
+                await self._connect_and_serve()
+        except Exception as exc:  # whatever the SDK or the transport raises, one line
+            self._fail(_reason(exc))
+        finally:
+            self._session = None
+            if self.failure is None:
+                self.failure = "stopped"
+            self.settled.set()
+            self.ended.set()
+
+    async def _connect_and_serve(self) -> None:
+        # One scope bounds the start (spawning or connecting, initialize, tools/list) and is
+        # lifted once the server answered: the transport's own scopes stay nested within it.
+        with anyio.CancelScope(deadline=anyio.current_time() + self.startup_timeout) as bound:
+            async with self._transport() as (read, write):
+                # The server's messages pass through here, so its end (EOF) is seen at once.
+                relay_send, relay_receive = anyio.create_memory_object_stream[Item](0)
+                gone = anyio.Event()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_relay, read, relay_send, gone)
+                    async with ClientSession(relay_receive, write, client_info=CLIENT_INFO) as s:
+                        await s.initialize()
+                        self.tools = await _list_tools(s)
+                        bound.deadline = math.inf
+                        self._session, self.started = s, True
+                        self.settled.set()
+                        log.info("MCP server %s: %d tools", self.name, len(self.tools))
+                        await gone.wait()
+                        # Dead from now on, while the SDK still winds the process down.
+                        self._session = None
+                        self._fail(
+                            "the server exited" if self.spec.type == "stdio" else "disconnected"
+                        )
+                    tg.cancel_scope.cancel()
+        if bound.cancelled_caught:
+            self._fail(timed_out(self.startup_timeout))
+
+    def _fail(self, reason: str) -> None:
+        if self.failure is None:
+            self.failure = reason
+            log.warning("MCP server %s: %s", self.name, reason)
+
+    def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        spec = self.spec
+        if spec.type == "stdio":
+            params = StdioServerParameters(
+                command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=self.cwd
+            )
+            return stdio_client(params, errlog=sys.stderr)
+        if spec.type == "sse":
+            return sse_client(spec.url, headers=dict(spec.headers))
+        return _streamable_http(spec)
+
+
+@contextlib.asynccontextmanager
+async def _streamable_http(spec: ServerSpec) -> AsyncIterator[Any]:
+    # The SDK takes headers only through a client of our making (its default timeouts).
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as client:
+        async with streamable_http_client(spec.url, http_client=client) as streams:
+            yield streams
+
+
+async def _relay(
+    source: Any, sink: MemoryObjectSendStream[Item], gone: anyio.Event
+) -> None:
+    """Pass the server's messages on; when they end (the process exited), say so."""
+    try:
+        async with sink:
+            async for item in source:
+                await sink.send(item)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+    finally:
+        gone.set()
+
+
+async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    for _ in range(MAX_TOOL_PAGES):
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a start failed, in one line: the SDK's error, the OS's, or the exception's."""
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return _reason(exc.exceptions[0])
+    if isinstance(exc, MCPError):
+        message = exc.error.message
+        return "the server exited before it answered" if message == "Connection closed" else message
+    if isinstance(exc, FileNotFoundError):
+        return f"cannot run {exc.filename or 'its command'}: no such file"
+    if isinstance(exc, OSError):
+        return f"cannot start: {exc.strerror or exc}"
+    if isinstance(exc, httpx2.HTTPError):
+        return f"cannot connect: {exc}"
+    return f"{type(exc).__name__}: {exc}"
+

@@ -1,0 +1,120 @@
+"""`acp-memory -p` with config.yaml's `mcp.servers`: a real stdio MCP server (fakes.mcp_servers)
+started for the print-mode session, its tool called by a scripted model, the result in the
+next model request; the gate without an editor; a server that cannot start is one line."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from cli.test_print_mode import configure, fake_model, home, print_mode, project
+from fakes.httpserver import Recorded
+from fakes.mcp_servers import EXIT_MESSAGE, PICTURE, stdio_entry
+from fakes.openai_server import FakeOpenAI
+from fakes.script import call, text, tool_calls
+from wire_schema import WireChecker
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+ECHO = "mcp__local__echo"
+__all__ = ["home", "project"]  # the fixtures of the print-mode tests
+
+
+def mcp_config(server: FakeOpenAI, **sections: Any) -> str:
+    """The fake model, and the stdio fake as `local` in mcp.servers (JSON is YAML)."""
+    mcp = {"servers": {"local": stdio_entry()}, **sections.pop("mcp", {})}
+    extra = "".join(
+        f"{key}: {json.dumps(value)}\n" for key, value in {"mcp": mcp, **sections}.items()
+    )
+    return fake_model(server, extra)
+
+
+def tool_messages(request: Recorded) -> list[dict[str, Any]]:
+    return [m for m in request.messages if m.get("role") == "tool"]
+
+
+def offered(request: Recorded) -> dict[str, Any]:
+    return {t["function"]["name"]: t["function"] for t in (request.json or {}).get("tools", [])}
+
+
+async def test_a_configured_stdio_server_is_called_in_print_mode_with_yes(home, project):
+    async with FakeOpenAI() as model:
+        model.script(tool_calls(call(ECHO, {"text": "from print mode"})), text("Echoed."))
+        configure(home, mcp_config(model))
+        done = await print_mode("-p", "echo it", "--yes", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    assert done.stdout.strip() == "Echoed."
+    first, second = model.requests
+    echo = offered(first)[ECHO]
+    assert echo["description"] == "Echo the text back."
+    assert echo["parameters"]["properties"]["text"]["type"] == "string"
+    assert [m["content"] for m in tool_messages(second)] == ["echo: from print mode"]
+    assert "tool: local: echo (completed)" in done.lines
+
+
+async def test_an_allowlisted_mcp_tool_runs_without_yes_and_another_is_denied(home, project):
+    async with FakeOpenAI() as model:
+        model.script(
+            tool_calls(call(ECHO, {"text": "allowed"}), call("mcp__local__pid", {})),
+            text("Done."),
+        )
+        configure(home, mcp_config(model, tools={"mcp_allowlist": [ECHO]}))
+        done = await print_mode("-p", "go", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    echoed, pid = tool_messages(model.requests[1])
+    assert echoed["content"] == "echo: allowed"
+    assert "permission denied" in pid["content"] and not pid["content"].isdigit()
+    assert any(line.startswith("acp-memory: denied: ") for line in done.lines), done.lines
+
+
+@pytest.mark.parametrize("levels", [(), ("--log-level", "error")])
+async def test_a_server_that_exits_at_start_is_one_line_and_the_turn_goes_on(home, project, levels):
+    async with FakeOpenAI() as model:
+        model.script(text("Still here."))
+        configure(home, mcp_config(model, mcp={"servers": {"broken": stdio_entry("exit")}}))
+        done = await print_mode(*levels, "-p", "hello", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    assert done.stdout.strip() == "Still here."  # the notice is not the model's reply
+    said = [line for line in done.lines if "MCP server broken" in line]
+    assert len(said) == 1 and said[0].startswith("acp-memory: MCP server broken: "), done.lines
+    assert "Traceback" not in done.stderr and EXIT_MESSAGE in done.stderr
+    assert not [name for name in offered(model.requests[0]) if name.startswith("mcp__")]
+
+
+async def test_stream_json_shows_the_mcp_call_its_image_and_the_notice_as_valid_updates(
+    home, project
+):
+    servers = {"local": stdio_entry(), "broken": stdio_entry("exit")}
+    async with FakeOpenAI() as model:
+        model.script(tool_calls(call("mcp__local__picture", {})), text("A picture."))
+        configure(home, mcp_config(model, mcp={"servers": servers}))
+        done = await print_mode(
+            "-p", "draw", "--yes", "--output-format", "stream-json", home=home, cwd=project
+        )
+    assert done.code == 0, done.stderr
+    *updates, last = [json.loads(line) for line in done.stdout.splitlines()]
+    checker = WireChecker()
+    for line in updates:
+        notification = {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": line["sessionId"], "update": line["update"]},
+        }
+        checker.saw_agent_line(json.dumps(notification).encode())
+    checker.assert_clean()
+    shown = [u["update"] for u in updates]
+    images = [
+        block["content"]
+        for u in shown
+        if u["sessionUpdate"] == "tool_call_update"
+        for block in u.get("content") or []
+        if block.get("content", {}).get("type") == "image"
+    ]
+    assert [base64.b64decode(i["data"]) for i in images] == [PICTURE]
+    said = "".join(
+        u["content"]["text"] for u in shown if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    assert said.count("MCP server broken: ") == 1  # the stream shows what an editor would
+    assert last["result"] == "A picture."  # the reply alone
