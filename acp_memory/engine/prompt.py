@@ -61,12 +61,15 @@ def render_system(
     tools: Sequence[ToolSpec],
     memory: str,
     step: TurnContext | None = None,
+    additional_directories: Sequence[str] = (),
 ) -> str:
-    """Fill {{cwd}}, {{tools}} and {{memory}}, and with `step` a per-step template's {{now}}
-    and {{background_tasks}}; the memory report never goes in here."""
+    """Fill {{cwd}} (with the session's additional directories on the next line), {{tools}}
+    and {{memory}}, and with `step` a per-step template's {{now}} and {{background_tasks}};
+    the memory report never goes in here."""
     tool_lines = "\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in tools)
+    also = ", ".join(additional_directories)
     values = {
-        "cwd": cwd,
+        "cwd": f"{cwd}\nAlso in the workspace: {also}" if also else cwd,
         "tools": tool_lines or "(no tools in this mode)",
         "memory": memory.strip() or "(none yet)",
     }

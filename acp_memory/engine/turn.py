@@ -140,6 +140,7 @@ class TurnEngine:
             tools=specs,
             memory=record.agent_memory,
             step=context if per_step else None,
+            additional_directories=record.additional_directories,
         )
         # The inline notes first, so they sit at the head of the cached prefix; frozen at
         # session/new.

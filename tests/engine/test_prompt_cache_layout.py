@@ -188,3 +188,16 @@ async def test_session_notes_fill_the_memory_slot_of_the_system_prompt(paths):
     assert "The user prefers tabs." in system
     # Nothing that changes per step (the clock) is rendered into the cached head.
     assert "## Current time" not in system and TickingClock.stamp(1) not in system
+
+
+async def test_the_system_message_names_the_sessions_additional_directories(paths, tmp_path):
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    async with FakeOpenAI() as server:
+        server.script(text("Fine."))
+        async with turn_agent(fake_config(server.base_url), paths) as (ed, _):
+            sid = (await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[],
+                                             additional_directories=[str(extra)])).session_id
+            assert await prompt(ed, sid, "Where may you write?") == "end_turn"
+        system = server.requests[0].messages[0]
+    assert f"Working directory: {paths.cwd}\nAlso in the workspace: {extra}" in system["content"]

@@ -137,3 +137,11 @@ def test_background_tasks_print_one_line_each_and_values_are_not_expanded_again(
     )
     # Without a step, a template's placeholders for per-step values stay as written.
     assert render_system("{{now}}", cwd="/w", tools=[], memory="") == "{{now}}"
+
+
+def test_the_sessions_additional_directories_follow_its_working_directory() -> None:
+    text = render_system("Working directory: {{cwd}}\nTools:", cwd="/w", tools=[], memory="",
+                         additional_directories=["/data", "/docs"])
+    assert text == "Working directory: /w\nAlso in the workspace: /data, /docs\nTools:"
+    alone = render_system("Working directory: {{cwd}}", cwd="/w", tools=[], memory="")
+    assert alone == "Working directory: /w"
