@@ -167,25 +167,24 @@ class AcpAgent:
         return {"sessionId": session.id, **self._state(session)}
 
     async def load_session(self, params: dict[str, Any]) -> dict[str, Any]:
-        req = parse_params(LoadSessionRequest, params)
-        cwd = await workspace(req.cwd)
-        roots = await extra_roots(req.additional_directories)
-        servers = _server_specs(req)
-        session = await self.session(req.session_id)
-        await self._move(session, cwd, roots)
-        await self._replay(session)
-        await self._resume(session)
-        self.runner.mcp.open(session, servers)
-        return self._state(session)
+        return await self._reopen(parse_params(LoadSessionRequest, params), replay=True)
 
     async def resume_session(self, params: dict[str, Any]) -> dict[str, Any]:
         """session/load without the replay: the client still shows the conversation."""
-        req = parse_params(ResumeSessionRequest, params)
+        return await self._reopen(parse_params(ResumeSessionRequest, params), replay=False)
+
+    async def _reopen(
+        self, req: LoadSessionRequest | ResumeSessionRequest, *, replay: bool
+    ) -> dict[str, Any]:
+        """Open a stored session in the request's cwd and roots, its history replayed or not,
+        its MCP servers connected in the background."""
         cwd = await workspace(req.cwd)
         roots = await extra_roots(req.additional_directories)
         servers = _server_specs(req)
         session = await self.session(req.session_id)
         await self._move(session, cwd, roots)
+        if replay:
+            await self._replay(session)
         await self._resume(session)
         self.runner.mcp.open(session, servers)
         return self._state(session)
