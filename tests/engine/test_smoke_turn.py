@@ -18,7 +18,10 @@ pytestmark = [
     pytest.mark.smoke,
     pytest.mark.skipif(llamacpp_unavailable() is not None, reason=llamacpp_unavailable() or ""),
 ]
-STREAMED = {"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update"}
+# What a turn streams: its text, thoughts and tool calls, the session's title and time after
+# it, and a usage_update where the model's context window is known.
+STREAMED = {"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update",
+            "session_info_update", "usage_update"}
 
 
 async def test_a_real_model_runs_a_turn_within_its_step_bound(paths) -> None:
