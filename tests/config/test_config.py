@@ -361,6 +361,12 @@ def test_off_and_warn_are_read_as_the_user_meant_them(tmp_path):
     assert (cfg.acp.memory_run_updates, cfg.logging.level) == ("off", "warning")
 
 
+def test_every_key_that_takes_off_reads_an_unquoted_off_as_off(tmp_path):
+    written = "memory: {review: off, project_root_symlinks: off}\n"
+    memory = load_config(_paths(tmp_path, written)).memory
+    assert (memory.review, memory.project_root_symlinks) == ("off", "refuse")
+
+
 @pytest.mark.parametrize(("written", "level"), [("WARN", "warning"), ("Info", "info")])
 def test_the_log_level_in_the_config_takes_any_case_as_the_flag_does(tmp_path, written, level):
     cfg = load_config(_paths(tmp_path, f"logging: {{level: {written}}}\n"))
