@@ -82,7 +82,10 @@ class TaskCost(BaseModel):
                  (self.cached_write_tokens, "written to cache")]
         cached = ", ".join(f"{n} {what}" for n, what in cache if n)
         tokens_in = f"{self.input_tokens} tokens in" + (f" ({cached})" if cached else "")
-        return f"{calls}, {tokens_in}, {self.output_tokens} out, {self.duration_ms / 1000:.1f} s"
+        # Tenths rounded half up from whole milliseconds, as the web page's card rounds them
+        # (a float's :.1f rounds 1.25 down).
+        tenths = (self.duration_ms + 50) // 100
+        return f"{calls}, {tokens_in}, {self.output_tokens} out, {tenths // 10}.{tenths % 10} s"
 
 
 class TaskRecord(BaseModel):

@@ -539,3 +539,10 @@ async def test_a_finished_task_can_be_removed_with_its_files_and_ids_keep_counti
         go.send()
         await pool.wait(running, 10)
         assert (await pool.start_command("true", tmp_path)).id == "bg_3"
+
+
+@pytest.mark.parametrize(("ms", "shown"), [(1250, "1.3 s"), (1249, "1.2 s"), (50, "0.1 s"),
+                                           (0, "0.0 s"), (61_950, "62.0 s")])
+def test_a_cost_lines_seconds_round_half_up_as_the_web_pages_card_does(ms, shown):
+    cost = TaskCost(model_calls=1, input_tokens=1, output_tokens=1, duration_ms=ms)
+    assert cost.describe().endswith(f", {shown}")

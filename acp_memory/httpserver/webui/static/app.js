@@ -649,7 +649,8 @@ function costLine(cost) {
   const cached = [[cost.cached_read_tokens, 'cached'], [cost.cached_write_tokens, 'written to cache']]
     .filter(([n]) => n).map(([n, what]) => `${n} ${what}`);
   const tokensIn = `${cost.input_tokens} tokens in${cached.length ? ` (${cached.join(', ')})` : ''}`;
-  const took = (cost.duration_ms / 1000).toFixed(1);
+  // Tenths rounded half up, as the task log's line rounds them (TaskCost.describe).
+  const took = (Math.round(cost.duration_ms / 100) / 10).toFixed(1);
   return `cost: ${calls}, ${tokensIn}, ${cost.output_tokens} out, ${took} s`;
 }
 
