@@ -221,7 +221,7 @@ def _undo_forget(demo: _Demo, run: tuple[str, str]) -> None:
     roots = Roots.from_config(demo.cfg, demo.paths, demo.cwd)
     journal = journal_for(demo.cfg, demo.paths)
     try:
-        deleted = journal.changes([roots.root_of(s) for s in roots.scopes()], limit=0,
+        deleted = journal.changes(roots.dirs(), limit=0,
                                   task_id=task_id, session_id=session_id)
         lines = [change_line(change, journal) for change in deleted]
     finally:

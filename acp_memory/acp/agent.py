@@ -374,7 +374,7 @@ class AcpAgent:
     async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(PromptRequest, params)
         session = await self.writable_session(req.session_id)
-        text = prompt_input(list(req.prompt))
+        user_input = prompt_input(list(req.prompt))
         with claiming():
             scope = self.table.claim(session)
         # From here a $/cancel_request naming this prompt ends its turn as session/cancel
@@ -386,7 +386,7 @@ class AcpAgent:
         seen = (session.record.title, session.record.updated_at)
         try:
             with scope:
-                stop = await self._run_turn(session, text, meter, runs)
+                stop = await self._run_turn(session, user_input, meter, runs)
         finally:
             self.table.release(session)
             await self._info_update(session, seen)
@@ -396,7 +396,7 @@ class AcpAgent:
     async def _run_turn(
         self,
         session: Session,
-        text: str | list[PromptPart],
+        user_input: str | list[PromptPart],
         meter: UsageMeter,
         runs: list[dict[str, Any]],
     ) -> StopReason:
@@ -411,7 +411,7 @@ class AcpAgent:
 
         with model_calls(), writes(session):
             return await self.runner.run_turn(
-                session, text, emit, editor=self.editor, notify_memory=notify_memory,
+                session, user_input, emit, editor=self.editor, notify_memory=notify_memory,
                 meter=meter,
             )
 

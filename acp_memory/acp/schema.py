@@ -127,7 +127,8 @@ class SetSessionModeRequest(CamelModel):
 class SetConfigOptionRequest(CamelModel):
     session_id: str
     config_id: str
-    value: str | bool
+    # Any JSON value: each option checks its own (a loose str | bool would read 1 as true).
+    value: Any
 
 
 # -- what we send --------------------------------------------------------------------------

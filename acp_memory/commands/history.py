@@ -4,14 +4,13 @@ for approval, as this session sees them. The store's changes come from the `comm
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import anyio
 
 from acp_memory.commands.base import CommandCall
 from acp_memory.memory.history.journal import ChangeSource, JournalError
 from acp_memory.memory.history.pending import approve, reject
-from acp_memory.memory.history.summary import change_line, undone_line
+from acp_memory.memory.history.summary import change_line, counted, undone_line
 from acp_memory.memory.history.undo import ChangedSince, journal_of, undo_changes
 from acp_memory.memory.store import MemoryStore, NoteError
 from acp_memory.runtime.memory_service import is_memory_run
@@ -55,7 +54,7 @@ async def _on_disk(work: Callable[..., str], *args: object) -> str:
 def _log(store: MemoryStore) -> str:
     journal = journal_of(store)
     store.settle()  # a writer that died mid-change: its change shows as it ended
-    changes = journal.changes(_roots(store), limit=LOG_LIMIT)
+    changes = journal.changes(store.roots.dirs(), limit=LOG_LIMIT)
     if not changes:
         scopes = " or ".join(store.roots.scopes())
         return f"No changes of the {scopes} notes in the memory history yet."
@@ -77,7 +76,7 @@ async def _undo(call: CommandCall, store: MemoryStore) -> str:
 
 def _undo_run(store: MemoryStore, session: Session, task_id: str) -> str:
     journal = journal_of(store)
-    changes = journal.changes(_roots(store), limit=0, task_id=task_id, session_id=session.id)
+    changes = journal.changes(store.roots.dirs(), limit=0, task_id=task_id, session_id=session.id)
     if not changes:
         return f"The last memory run, {task_id}, changed no notes: nothing to undo."
     undone = {c.undoes for change in changes for c in journal.later(change)}
@@ -90,7 +89,7 @@ def _undo_run(store: MemoryStore, session: Session, task_id: str) -> str:
                 "--force CHANGE_ID` overrides it, one change at a time.")
     except NoteError as exc:
         return f"Nothing was undone of memory run {task_id}: {exc}"
-    lines = [f"Undid the {_count(len(done), 'change')} of memory run {task_id}:"]
+    lines = [f"Undid the {counted(len(done), 'change')} of memory run {task_id}:"]
     return "\n".join([*lines, *(f"- {undone_line(u)}" for u in done)])
 
 
@@ -99,7 +98,7 @@ def _pending(store: MemoryStore, session: Session) -> str:
     held = journal.held(session_id=session.id)
     if not held:
         return "No changes of this session are waiting for approval."
-    lines = [f"{_count(len(held), 'change')} waiting for approval (/memory approve ID|all, "
+    lines = [f"{counted(len(held), 'change')} waiting for approval (/memory approve ID|all, "
              "/memory reject ID|all):"]
     return "\n".join([*lines, *(f"- {change_line(h, journal)}" for h in held)])
 
@@ -124,11 +123,3 @@ def _decide(store: MemoryStore, session: Session, word: str, wanted: str) -> str
             continue
         lines.append(f"- {done} {one.id}: {one.action} {one.scope}:{one.path}")
     return "\n".join(lines)
-
-
-def _roots(store: MemoryStore) -> list[Path]:
-    return [store.roots.root_of(scope) for scope in store.roots.scopes()]
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}" + ("" if n == 1 else "s")

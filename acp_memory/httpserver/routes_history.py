@@ -28,8 +28,8 @@ from acp_memory.httpserver.routes_memory import SCOPES, store_work
 from acp_memory.httpserver.routes_sessions import SessionId
 from acp_memory.memory.history.journal import Held
 from acp_memory.memory.history.pending import approve, held_change, reject
-from acp_memory.memory.history.summary import change_json, held_json
-from acp_memory.memory.history.undo import UnknownChange, journal_of, undo
+from acp_memory.memory.history.summary import change_json
+from acp_memory.memory.history.undo import UnknownChange, find_change, journal_of, undo_changes
 from acp_memory.memory.store import MemoryStore
 
 ROOTS = {scope: root for root, scope in SCOPES.items()}  # the store's scope -> the API's root
@@ -96,11 +96,11 @@ def _history(store: MemoryStore, root: Root | None, path: str, limit: int) -> Me
 
 def _undo(store: MemoryStore, body: UndoBody) -> MemoryUndo:
     journal = journal_of(store)
-    change = journal.change(body.change_id.strip())
-    if change is not None and change.root not in _root_dirs(store):
+    change = find_change(journal, body.change_id)
+    if change.root not in _root_dirs(store):
         # Another project's note: this session's API only changes its own roots.
         raise UnknownChange(f"no change {body.change_id!r} in the roots of this session")
-    done = undo(store, body.change_id, force=body.force)
+    (done,) = undo_changes(store, [change], force=body.force)
     root = ROOTS[done.change.scope]
     return MemoryUndo(
         change_id=done.undo_id,
@@ -127,7 +127,7 @@ def _decide(store: MemoryStore, pending_id: str, body: DecisionBody) -> MemoryDe
 
 
 def _held(held: Held, store: MemoryStore) -> MemoryChange:
-    return MemoryChange.model_validate(held_json(held, journal_of(store), ROOTS[held.scope]))
+    return MemoryChange.model_validate(change_json(held, journal_of(store), ROOTS[held.scope]))
 
 
 def _root_dirs(store: MemoryStore) -> set[str]:

@@ -21,17 +21,13 @@ _NO_ID = object()  # requestId missing (null is an id a request may have)
 class InboundRequest:
     """One request of the peer, from the moment it is read until it is answered."""
 
-    __slots__ = ("on_cancel", "requested", "scope")
+    __slots__ = ("on_cancel", "scope")
 
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
-        self.requested = False
         self.on_cancel: Callable[[], None] | None = None
 
     def cancel(self) -> None:
-        if self.requested:
-            return
-        self.requested = True
         if self.on_cancel is not None:
             self.on_cancel()
         else:
@@ -43,8 +39,9 @@ _CURRENT: ContextVar[InboundRequest | None] = ContextVar("_CURRENT", default=Non
 
 
 def cancel_with(action: Callable[[], None]) -> None:
-    """A `$/cancel_request` naming the request being handled calls `action` instead of
-    cancelling its handler, which then answers as it sees fit (a prompt ends `cancelled`).
+    """A `$/cancel_request` naming the request being handled calls `action` (at each
+    such cancel: it must bear a second call) instead of cancelling its handler, which then
+    ends its work and answers as it sees fit.
     Outside a request handler, nothing."""
     current = _CURRENT.get()
     if current is not None:

@@ -218,14 +218,14 @@ class Connection:
         if request is None:  # a notification: no one can name it
             return await self._methods.answer(item.message)
         msg_id = item.message["id"]
-        cancelled = error_response(msg_id, REQUEST_CANCELLED, "Request cancelled")
         try:
             # Cancelled while it waited for the budget, its scope stops it before it runs.
             with self._inbound.running(request):
-                answered = await self._methods.answer(item.message)
-            return (cancelled, []) if request.scope.cancelled_caught else answered
+                return await self._methods.answer(item.message)
         finally:
             self._inbound.done(msg_id, request)
+        # Reached only when its scope stopped the handler.
+        return error_response(msg_id, REQUEST_CANCELLED, "Request cancelled"), []
 
     async def _post_batch(self, batch: BatchAnswers) -> None:
         answers = [a for a in batch.answers if a is not None]

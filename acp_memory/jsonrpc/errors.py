@@ -9,7 +9,7 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-# The peer cancelled the request ($/cancel_request), as LSP and ACP number it.
+# The peer cancelled the request ($/cancel_request), as LSP numbers it.
 REQUEST_CANCELLED = -32800
 
 

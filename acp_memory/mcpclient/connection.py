@@ -38,6 +38,23 @@ MAX_TOOL_PAGES = 100
 Item = SessionMessage | Exception
 
 
+class _NoTraceback(logging.Filter):
+    """The SDK's transports log what a server does wrong (each stdout line that is not
+    JSON-RPC, such as a banner; a broken stream) with a traceback: one line instead, the
+    error's type after it, the traceback kept for --log-level debug."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and not log.isEnabledFor(logging.DEBUG):
+            record.msg, record.args = f"{record.getMessage()} ({type(error).__name__})", ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
+for _sdk in ("mcp.client.stdio", "mcp.client.sse", "mcp.client.streamable_http"):
+    logging.getLogger(_sdk).addFilter(_NoTraceback())
+
+
 def timed_out(seconds: float) -> str:
     """The reason a server that did not answer within the start timeout is left out."""
     return f"did not start within {seconds:g} s (mcp.startup_timeout_seconds)"
@@ -80,6 +97,11 @@ class ServerConnection:
         """Disconnect: the task ends, the SDK stopping the server's process (shielded)."""
         self._scope.cancel()
 
+    def give_up(self, reason: str) -> None:
+        """Count it failed now, warning once (a turn waited for it long enough), and stop it."""
+        self._fail(reason)
+        self.stop()
+
     async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         """Call one of the server's tools by its own name; CallFailed when no result comes."""
         session = self._session
@@ -97,7 +119,7 @@ class ServerConnection:
             with self._scope:
                 await self._connect_and_serve()
         except Exception as exc:  # whatever the SDK or the transport raises, one line
-            self._fail(_reason(exc))
+            self._fail(_reason(exc).partition("\n")[0])
         finally:
             self._session = None
             if self.failure is None:

@@ -57,17 +57,16 @@ class ServerGroup:
 
     def take_failures(self) -> list[tuple[str, str]]:
         """(name, reason) of each server that failed since the last call, once each; one
-        still starting after the wait counts as having timed out."""
+        still starting after the wait has timed out: it is stopped, and its warning logged
+        now (print mode's stderr says the line only there)."""
         told, self._deaths = self._deaths, []
         for connection in self.connections:
             if connection.reported or connection.alive:
                 continue
-            if connection.failure is None and not connection.settled.is_set():
-                reason = timed_out(self.startup_timeout)
-            else:
-                reason = connection.failure or "stopped"
+            if not connection.settled.is_set():
+                connection.give_up(timed_out(self.startup_timeout))
             connection.reported = True
-            told.append((connection.name, reason))
+            told.append((connection.name, connection.failure or "stopped"))
         return told
 
     def alive(self) -> list[ServerConnection]:

@@ -42,7 +42,9 @@ def cited_paths(text: str) -> list[str]:
             continue
         if token not in wanted:
             wanted.append(token)
-    return wanted[:MAX_CITES]
+            if len(wanted) == MAX_CITES:
+                break
+    return wanted
 
 
 def _link_target(target: str) -> str:

@@ -103,7 +103,7 @@ def _log(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> int:
         loc = store.locate(args.path)
         changes = journal.changes([loc.root], loc.rel or None, args.limit)
     else:
-        roots = [store.roots.root_of(scope) for scope in store.roots.scopes()]
+        roots = store.roots.dirs()
         changes = journal.changes(roots, limit=args.limit)
     if args.json:
         print(json.dumps([change_json(c, journal, c.scope) for c in changes],
@@ -118,6 +118,7 @@ def _log(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> int:
 
 
 def _costs(days: list[dict[str, Any]], as_json: bool) -> int:
+    from acp_memory.memory.history.summary import counted
     from acp_memory.tasks.records import format_seconds
 
     if as_json:
@@ -126,8 +127,8 @@ def _costs(days: list[dict[str, Any]], as_json: bool) -> int:
     if not days:
         print("no memory run has recorded its cost yet")
     for day in days:
-        print(f"{day['day']}: {_count(day['runs'], 'memory run')}, "
-              f"{_count(day['modelCalls'], 'model call')}, {day['inputTokens']} tokens in, "
+        print(f"{day['day']}: {counted(day['runs'], 'memory run')}, "
+              f"{counted(day['modelCalls'], 'model call')}, {day['inputTokens']} tokens in, "
               f"{day['outputTokens']} out, {day['cachedReadTokens']} cached read, "
               f"{day['cachedWriteTokens']} cached write, "
               f"{format_seconds(day['durationMs'] / 1000)}")
@@ -152,9 +153,8 @@ def _undo(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> int
         (undone,) = undo_changes(store, [change], force=args.force)
     except ChangedSince as exc:
         # The core says how to override in any surface's words; here that is the flag.
-        line = str(exc)
-        plain = line.replace("force the undo to override", "add --force to override")
-        raise NoteError(plain if plain != line else f"{line}; add --force to override") from None
+        raise NoteError(str(exc).replace("force the undo to override",
+                                         "add --force to override")) from None
     print(undone_line(undone))
     return 0
 
@@ -165,11 +165,11 @@ def _shown(change: Change) -> str:
 
 
 def _pending(journal: Journal, args: argparse.Namespace) -> int:
-    from acp_memory.memory.history.summary import change_line, held_json
+    from acp_memory.memory.history.summary import change_json, change_line
 
     held = journal.held()
     if args.json:
-        print(json.dumps([held_json(h, journal, h.scope) for h in held], ensure_ascii=False))
+        print(json.dumps([change_json(h, journal, h.scope) for h in held], ensure_ascii=False))
     elif not held:
         print("no changes are waiting for approval")
     else:
@@ -195,8 +195,6 @@ def _decide(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> i
         try:
             held = approve(store, pending_id) if approving else reject(store, pending_id)
         except NoteError as exc:
-            if wanted != "all":
-                raise
             refused += 1
             print(f"acp-memory notes: {exc}", file=sys.stderr)
             continue
@@ -206,10 +204,6 @@ def _decide(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> i
 
 def _held_shown(held: Held) -> str:
     return f"{held.action} {held.scope}:{held.path}"
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def _usage(line: str) -> int:

@@ -168,6 +168,10 @@ class Roots:
             return ("global",)
         return SCOPES
 
+    def dirs(self) -> list[Path]:
+        """The folders of the scopes in use, global first."""
+        return [self.root_of(scope) for scope in self.scopes()]
+
     def root_of(self, scope: str) -> Path:
         if scope == "global":
             return self.global_root

@@ -393,11 +393,8 @@ class MemoryStore(ClosedOnExit):
         holding the root's lock, as made by source (default the store's); yields the change's
         id (None when nothing is recorded). A journal that cannot be written refuses the
         change before anything is written."""
-        if self.journal is None:
-            yield None
-            return
-        if before.state == after.state:
-            yield None  # nothing changes: nothing to record
+        if self.journal is None or before.state == after.state:
+            yield None  # no history kept, or nothing changes: nothing to record
             return
         try:
             recording = self.journal.recording(
@@ -449,7 +446,6 @@ class MemoryStore(ClosedOnExit):
         finally:
             os.close(fd)  # closing releases the lock
         self.indexes.notes_changed(loc.root)
-
 
     def _recover(self, root: Path) -> None:
         """Settle what a writer that died mid-change left in the journal (under the lock, so

@@ -159,12 +159,10 @@ class MemoryService:
     def open_indexes(self, cwd: str) -> None:
         """A session opened in cwd: bring its roots' indexes up to date in the background,
         so that its memory runs find them ready."""
-        if not self.cfg.memory.enable:
-            return
         indexes = self.indexes()
         roots = Roots.from_config(self.cfg, self.paths, Path(cwd))
         assert self._keeper is not None
-        wanted = [roots.root_of(scope) for scope in roots.scopes()]
+        wanted = roots.dirs()
         with contextlib.suppress(RuntimeError):  # no owner: not running (a search builds)
             self._keeper.keep([root for root in wanted if not indexes.ready(root)
                                or root.absolute() in indexes.vectors_behind])

@@ -210,8 +210,10 @@ class SessionRunner:
 
     async def session_opened(self, session: Session, source: Literal["startup", "resume"]) -> None:
         """A top-level session opened in this process (made, loaded, or first prompted): its
-        roots' indexes brought up to date in the background, its SessionStart hooks run."""
-        self.memory.open_indexes(session.record.cwd)
+        roots' indexes brought up to date in the background (when its memory option is on),
+        its SessionStart hooks run."""
+        if self.memory_enabled(session):
+            self.memory.open_indexes(session.record.cwd)
         await self.hooks.start(session, source)
 
     def tool_context(

@@ -82,12 +82,16 @@ class StoredToolCall(CamelModel):
     locations: list[str] | None = None  # what the editor was shown, for a faithful replay
 
 
+PlanStatus = Literal["pending", "in_progress", "completed"]
+PlanPriority = Literal["high", "medium", "low"]
+
+
 class PlanEntry(CamelModel):
     """One entry of the plan the editor shows (ACP's PlanEntry), as update_plan sent it."""
 
     content: str
-    status: Literal["pending", "in_progress", "completed"]
-    priority: Literal["high", "medium", "low"] = "medium"
+    status: PlanStatus
+    priority: PlanPriority = "medium"
 
 
 IMAGE_MARK = "[image]"

@@ -27,11 +27,9 @@ from acp_memory.tools.base import (
     ToolKind,
     ToolResult,
 )
+from acp_memory.tools.registry import MODE_TOOLS
 
 log = logging.getLogger(__name__)
-
-# The modes that may change the workspace; the others get read-only tools alone.
-WRITING_MODES = frozenset({"agent"})
 
 
 class McpTool:
@@ -68,10 +66,11 @@ def mcp_tools(servers: Iterable[ServerConnection], mode: str) -> list[McpTool]:
     schema is not one, is left out with a warning."""
     tools: list[McpTool] = []
     taken: set[str] = set()
+    writes = MODE_TOOLS.get(mode, frozenset()) is None  # a mode offered every tool
     for server in servers:
         for tool in server.tools:
             adapter = McpTool(server, tool, tool_name(server.name, tool.name))
-            if mode not in WRITING_MODES and not adapter.read_only:
+            if not writes and not adapter.read_only:
                 continue
             if adapter.name in taken:
                 log.warning("MCP server %s: tool %s left out: %s is taken",

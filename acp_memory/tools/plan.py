@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 
 from acp_memory.atomic import write_atomic
-from acp_memory.sessions.model import PlanEntry
+from acp_memory.sessions.model import PlanEntry, PlanPriority, PlanStatus
 from acp_memory.tools.base import Diff, ToolContext, ToolError, ToolKind, ToolResult
 
 PLANS_DIR = "plans"
@@ -73,7 +73,7 @@ def _write(path: Path, content: str) -> str | None:
     return old
 
 
-_STATUSES = ["pending", "in_progress", "completed"]
+_STATUSES: tuple[str, ...] = get_args(PlanStatus)
 
 
 class UpdatePlan:
@@ -97,8 +97,8 @@ class UpdatePlan:
                     "type": "object",
                     "properties": {
                         "content": {"type": "string", "description": "what this step does"},
-                        "status": {"type": "string", "enum": _STATUSES},
-                        "priority": {"type": "string", "enum": ["high", "medium", "low"]},
+                        "status": {"type": "string", "enum": list(_STATUSES)},
+                        "priority": {"type": "string", "enum": list(get_args(PlanPriority))},
                     },
                     "required": ["content", "status"],
                     "additionalProperties": False,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from acp import RequestError
 from gated import GatedProvider, gated_agent, prompt_in_flight
 from harness import Editor, in_process_agent
 
+from acp_memory.config import Config
 from acp_memory.config.models import HooksConfig
 
 pytestmark = pytest.mark.anyio
@@ -34,6 +37,40 @@ def _answers_to(ed: Editor, request_id: Any) -> list[dict[str, Any]]:
     return [m for m in ed.checker.sent if "method" not in m and m.get("id") == request_id]
 
 
+def _holding_session_start(cfg: Config, tmp_path: Path, source: str | None = None) -> Path:
+    """SessionStart hooks (of `source` alone, when given) that say they started through the
+    fifo returned, then hold their request until they are killed."""
+    fifo = tmp_path / "hook-started"
+    os.mkfifo(fifo)
+    hold = f"echo started > {shlex.quote(str(fifo))}; sleep 600"
+    if source is not None:
+        hold = f"grep -q {source} && {{ {hold}; }}"
+    cfg.hooks = HooksConfig.model_validate(
+        {"SessionStart": [{"hooks": [{"type": "command", "command": hold, "timeout": 600}]}]}
+    )
+    return fifo
+
+
+async def _cancelled_in_its_hook(
+    ed: Editor, fifo: Path, method: str, send: Callable[[], Awaitable[Any]]
+) -> RequestError:
+    """The error of `send` (a request of `method`), cancelled by `$/cancel_request` once its
+    SessionStart hook runs."""
+    failure: dict[str, RequestError] = {}
+
+    async def request() -> None:
+        with pytest.raises(RequestError) as err:
+            await send()
+        failure[method] = err.value
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(request)
+        with anyio.fail_after(20):
+            await anyio.to_thread.run_sync(Path(fifo).read_text)  # the hook runs
+            await _cancel_request(ed, _request_id(ed, method))
+    return failure[method]
+
+
 async def test_cancel_request_naming_a_running_prompt_ends_it_cancelled(cfg, paths):
     provider = GatedProvider()
     async with in_process_agent(cfg, paths, gated_agent(cfg, paths, provider)) as ed:
@@ -51,29 +88,14 @@ async def test_cancel_request_naming_a_running_prompt_ends_it_cancelled(cfg, pat
 async def test_cancel_request_naming_another_running_request_answers_32800(cfg, paths, tmp_path):
     # session/load of a session new to this process runs its SessionStart hooks: this one
     # says so through a fifo, then holds the load until it is killed.
-    fifo = tmp_path / "hook-started"
-    os.mkfifo(fifo)
-    hold = f"grep -q resume && {{ echo started > {shlex.quote(str(fifo))}; sleep 600; }}"
-    cfg.hooks = HooksConfig.model_validate(
-        {"SessionStart": [{"hooks": [{"type": "command", "command": hold, "timeout": 600}]}]}
-    )
+    fifo = _holding_session_start(cfg, tmp_path, "resume")
     async with in_process_agent(cfg, paths) as ed:
         sid = await ed.start_session(paths.cwd)  # its "startup" SessionStart lets it go
     async with in_process_agent(cfg, paths) as ed:
         await ed.conn.initialize(protocol_version=1)
-        failure: dict[str, RequestError] = {}
-
-        async def load() -> None:
-            with pytest.raises(RequestError) as err:
-                await ed.conn.load_session(cwd=str(paths.cwd), session_id=sid, mcp_servers=[])
-            failure["load"] = err.value
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(load)
-            with anyio.fail_after(20):
-                await anyio.to_thread.run_sync(Path(fifo).read_text)  # the hook runs
-                await _cancel_request(ed, _request_id(ed, "session/load"))
-        assert failure["load"].code == -32800
+        load = partial(ed.conn.load_session, cwd=str(paths.cwd), session_id=sid, mcp_servers=[])
+        failure = await _cancelled_in_its_hook(ed, fifo, "session/load", load)
+        assert failure.code == -32800
         # Nothing was left behind: the session answers, and loads again, in this connection.
         resp = await ed.conn.set_session_mode(session_id=sid, mode_id="ask")
         assert resp is not None
@@ -82,27 +104,12 @@ async def test_cancel_request_naming_another_running_request_answers_32800(cfg, 
 async def test_a_session_new_cancelled_in_its_hooks_leaves_its_bundle_free_to_load(
     cfg, paths, tmp_path
 ):
-    fifo = tmp_path / "hook-started"
-    os.mkfifo(fifo)
-    hold = f"echo started > {shlex.quote(str(fifo))}; sleep 600"
-    cfg.hooks = HooksConfig.model_validate(
-        {"SessionStart": [{"hooks": [{"type": "command", "command": hold, "timeout": 600}]}]}
-    )
+    fifo = _holding_session_start(cfg, tmp_path)
     async with in_process_agent(cfg, paths) as ed:
         await ed.conn.initialize(protocol_version=1)
-        failure: dict[str, RequestError] = {}
-
-        async def new() -> None:
-            with pytest.raises(RequestError) as err:
-                await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
-            failure["new"] = err.value
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(new)
-            with anyio.fail_after(20):
-                await anyio.to_thread.run_sync(Path(fifo).read_text)
-                await _cancel_request(ed, _request_id(ed, "session/new"))
-        assert failure["new"].code == -32800
+        new = partial(ed.conn.new_session, cwd=str(paths.cwd), mcp_servers=[])
+        failure = await _cancelled_in_its_hook(ed, fifo, "session/new", new)
+        assert failure.code == -32800
         (bundle,) = paths.sessions_dir.iterdir()
         # Its bundle is not held by a session no one was given: it loads (its hook has run)
         # and takes a write.

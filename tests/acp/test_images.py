@@ -148,6 +148,17 @@ async def test_an_image_whose_data_is_not_base64_is_refused_naming_the_block(cfg
     assert err.value.code == -32602 and "prompt[1].data" in str(err.value)
 
 
+async def test_an_image_block_whose_type_is_not_an_image_is_refused_naming_it(cfg, paths):
+    data = base64.b64encode(PICTURE).decode()
+    async with in_process_agent(cfg, paths) as ed:
+        sid = await ed.start_session(paths.cwd)
+        with pytest.raises(RequestError) as err:
+            await ed.conn.prompt(session_id=sid, prompt=[image_block(data, "text/plain")])
+    assert err.value.code == -32602
+    assert "prompt[0].mimeType: 'text/plain' is not an image" in str(err.value)
+    assert stored_messages(paths, sid) == []
+
+
 async def test_the_offline_model_says_it_received_an_image_of_so_many_bytes(cfg, paths):
     async with in_process_agent(cfg, paths) as ed:
         sid = await ed.start_session(paths.cwd)

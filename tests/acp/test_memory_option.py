@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from acp import RequestError, text_block
 from acp.schema import ClientCapabilities
-from harness import Editor, in_process_agent
+from harness import Editor, in_process_agent, raw_agent
 
 from acp_memory.config import Config
 from acp_memory.config.models import MemoryConfig
@@ -152,3 +152,25 @@ async def test_a_session_that_never_chose_follows_memory_enable_as_it_is_now(pat
         assert _memory_option(loaded.config_options).current_value is False
         await _turn(ed, sid)
         assert _runs(ed, sid) == []
+
+
+async def _answer(peer: Any, method: str, params: dict[str, Any], msg_id: int) -> Any:
+    """The answer to one request, past the notifications sent meanwhile."""
+    await peer.send_json({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    while (msg := await peer.recv()).get("id") != msg_id:
+        pass
+    return msg
+
+
+@pytest.mark.parametrize("value", [1, 0, None, 2.5])
+async def test_a_memory_value_that_only_looks_like_a_boolean_is_refused_naming_it(paths, value):
+    async with raw_agent(_config(True), paths) as peer:
+        await _answer(peer, "initialize", {"protocolVersion": 1}, 1)
+        opened = await _answer(peer, "session/new", {"cwd": str(paths.cwd), "mcpServers": []}, 2)
+        sid = opened["result"]["sessionId"]
+        answer = await _answer(peer, "session/set_config_option",
+                               {"sessionId": sid, "configId": "memory", "value": value}, 3)
+    assert answer["error"]["code"] == -32602
+    assert answer["error"]["message"] == (
+        f"Invalid params: value: the memory option is true or false, not {value!r}")
+    assert "memoryEnabled" not in _record(paths, sid)

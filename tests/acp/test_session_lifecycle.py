@@ -5,6 +5,7 @@ every message schema-checked by the harness."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,7 +14,7 @@ import anyio
 import pytest
 from acp import RequestError, text_block
 from fakes.clock import FakeClock
-from gated import Gate
+from gated import Gate, GatedProvider, gated_agent, prompt_in_flight
 from harness import Editor, in_process_agent
 
 from acp_memory.acp.agent import AcpAgent
@@ -70,6 +71,25 @@ def run_meta(paths: Paths, sid: str, task_id: str = "bg_1") -> dict[str, Any]:
         (paths.sessions_dir / sid / "background" / task_id / "meta.json").read_text()
     )
     return data
+
+
+@contextlib.asynccontextmanager
+async def memory_run_held(
+    paths: Paths, clock: FakeClock | None = None
+) -> AsyncIterator[tuple[Editor, AcpAgent, HeldModel, str]]:
+    """A session whose first turn ended with its memory run still running, held on its model
+    (the agent's clock replaced by `clock`, when given, before the session starts)."""
+    held = HeldModel()
+    cfg = memory_on(wait_seconds=0)
+    agent = held_runs(cfg, paths, held)
+    async with in_process_agent(cfg, paths, agent) as ed:
+        if clock is not None:
+            agent.runner.clock = clock
+        sid = await ed.start_session(paths.cwd)
+        assert await prompt(ed, sid, "what do I like?") == "end_turn"
+        with anyio.fail_after(BOUND_S):
+            await held.started.wait()
+        yield ed, agent, held, sid
 
 
 async def request(ed: Editor, method: str, params: dict[str, Any]) -> Any:
@@ -140,14 +160,7 @@ async def test_initialize_advertises_resume_close_delete_and_additional_director
 
 
 async def test_close_waits_for_the_running_memory_run_then_stops_the_pool(paths):
-    held = HeldModel()
-    cfg = memory_on(wait_seconds=0)
-    agent = held_runs(cfg, paths, held)
-    async with in_process_agent(cfg, paths, agent) as ed:
-        sid = await ed.start_session(paths.cwd)
-        assert await prompt(ed, sid, "what do I like?") == "end_turn"
-        with anyio.fail_after(BOUND_S):
-            await held.started.wait()
+    async with memory_run_held(paths) as (ed, agent, held, sid):
         answered = anyio.Event()
 
         async def close() -> None:
@@ -172,15 +185,8 @@ async def test_close_waits_for_the_running_memory_run_then_stops_the_pool(paths)
 
 
 async def test_close_stops_a_memory_run_still_running_after_fifteen_seconds(paths):
-    held, clock = HeldModel(), FakeClock()
-    cfg = memory_on(wait_seconds=0)
-    agent = held_runs(cfg, paths, held)
-    async with in_process_agent(cfg, paths, agent) as ed:
-        agent.runner.clock = clock
-        sid = await ed.start_session(paths.cwd)
-        assert await prompt(ed, sid, "what do I like?") == "end_turn"
-        with anyio.fail_after(BOUND_S):
-            await held.started.wait()
+    clock = FakeClock()
+    async with memory_run_held(paths, clock) as (ed, agent, held, sid):
         async with anyio.create_task_group() as tg:
 
             async def move_time() -> None:
@@ -197,6 +203,19 @@ async def test_close_stops_a_memory_run_still_running_after_fifteen_seconds(path
     assert run_meta(paths, sid)["status"] == "stopped"
 
 
+async def test_close_during_a_prompt_cancels_its_turn_and_waits_for_it_to_end(cfg, paths):
+    provider = GatedProvider()
+    agent = gated_agent(cfg, paths, provider)
+    async with in_process_agent(cfg, paths, agent) as ed:
+        sid = await ed.start_session(paths.cwd)
+        async with prompt_in_flight(ed, sid, provider) as result:
+            with anyio.fail_after(BOUND_S):
+                assert await ed.conn.close_session(session_id=sid) is not None
+            assert sid not in agent.table.sessions and sid not in agent.table.turns
+        assert result["resp"].stop_reason == "cancelled"
+        assert provider.cancelled.is_set()  # stopped, not waited for
+
+
 async def test_close_of_an_unknown_session_is_resource_not_found(cfg, paths):
     async with in_process_agent(cfg, paths) as ed:
         await ed.conn.initialize(protocol_version=1)
@@ -209,14 +228,7 @@ async def test_close_of_an_unknown_session_is_resource_not_found(cfg, paths):
 
 
 async def test_delete_stops_the_running_memory_run_then_removes_the_bundle(paths):
-    held = HeldModel()
-    cfg = memory_on(wait_seconds=0)
-    agent = held_runs(cfg, paths, held)
-    async with in_process_agent(cfg, paths, agent) as ed:
-        sid = await ed.start_session(paths.cwd)
-        assert await prompt(ed, sid, "what do I like?") == "end_turn"
-        with anyio.fail_after(BOUND_S):
-            await held.started.wait()
+    async with memory_run_held(paths) as (ed, _, held, sid):
         assert (paths.sessions_dir / sid / "subagents").is_dir()
         assert await request(ed, "session/delete", {"sessionId": sid}) == {}
         assert held.cancelled.is_set()  # stopped before the answer, not after it
@@ -295,6 +307,19 @@ async def test_load_and_resume_take_the_whole_list_of_additional_directories(cfg
         loaded = record(paths, sid)["additionalDirectories"]
     assert resumed == [str(two), str(one)]
     assert loaded == []  # omitted: no additional roots for the loaded session
+
+
+async def test_an_additional_directory_given_twice_is_kept_once(cfg, paths, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    async with in_process_agent(cfg, paths) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        roots = [str(one), str(two), str(one)]
+        resp = await ed.conn.new_session(
+            cwd=str(paths.cwd), mcp_servers=[], additional_directories=roots
+        )
+    assert record(paths, resp.session_id)["additionalDirectories"] == [str(one), str(two)]
 
 
 @pytest.mark.parametrize("method", ["new", "load", "resume"])

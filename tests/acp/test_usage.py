@@ -21,6 +21,8 @@ from harness import Editor
 from acp_memory.config import Config
 from acp_memory.config.loader import parse_config, read_raw
 from acp_memory.config.models import MemoryConfig, ModelConfig, ModelPrice
+from acp_memory.llm.types import Usage
+from acp_memory.llm.usage import UsageMeter
 from acp_memory.llm.windows import context_window
 
 pytestmark = pytest.mark.anyio
@@ -120,6 +122,16 @@ def test_the_built_in_table_knows_the_offline_model_and_the_example_s_models():
     assert context_window(ModelConfig(model="local/qwen3")) is None
 
 
+def test_the_meter_counts_cache_writes_and_calls_that_reported_nothing():
+    meter = UsageMeter()
+    meter.add(Usage(input_tokens=100, output_tokens=10, cache_read_tokens=20,
+                    cache_write_tokens=30))
+    meter.add(None)  # answered, no usage reported
+    assert meter.model_calls == 2
+    assert meter.as_json() == {"inputTokens": 100, "outputTokens": 10, "cachedReadTokens": 20,
+                               "cachedWriteTokens": 30, "totalTokens": 110}
+
+
 async def test_the_cost_adds_up_across_the_turns_of_a_session_and_is_kept(paths):
     price = ModelPrice(input=2, cached_input=0.5, output=10, currency="EUR")
     async with FakeOpenAI() as server:
@@ -156,6 +168,25 @@ async def test_a_session_loaded_again_goes_on_from_its_kept_cost(paths):
             assert await prompt(ed, sid, "second") == "end_turn"
             (update,) = wire_usage_updates(ed)
     assert update["cost"] == {"amount": pytest.approx(1.0), "currency": "USD"}
+
+
+async def test_a_price_in_another_currency_starts_the_sessions_cost_again(paths):
+    async with FakeOpenAI(default=text("ok").costing(400_000, 100_000)) as server:
+        cfg = sized(fake_config(server.base_url), price=ModelPrice(input=1, output=1))
+        async with turn_agent(cfg, paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "first") == "end_turn"
+        euros = ModelPrice(input=2, output=2, currency="EUR")
+        cfg = sized(fake_config(server.base_url), price=euros)
+        async with turn_agent(cfg, paths) as (ed, _):
+            await ed.conn.initialize(protocol_version=1)
+            await ed.conn.load_session(session_id=sid, cwd=str(paths.cwd), mcp_servers=[])
+            assert await prompt(ed, sid, "second") == "end_turn"
+            (update,) = wire_usage_updates(ed)
+    # US dollars and euros do not add up: the count starts again, in euros.
+    assert update["cost"] == {"amount": pytest.approx(1.0), "currency": "EUR"}
+    record = json.loads((paths.sessions_dir / sid / "session.json").read_text())
+    assert record["cost"] == {"amount": pytest.approx(1.0), "currency": "EUR"}
 
 
 class MemoryRoutedOpenAI(FakeOpenAI):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -81,6 +82,36 @@ async def test_a_server_that_exits_at_start_is_one_line_and_the_turn_goes_on(hom
     assert len(said) == 1 and said[0].startswith("acp-memory: MCP server broken: "), done.lines
     assert "Traceback" not in done.stderr and EXIT_MESSAGE in done.stderr
     assert not [name for name in offered(model.requests[0]) if name.startswith("mcp__")]
+
+
+async def test_a_server_that_prints_a_banner_on_stdout_is_no_traceback(home, project):
+    # The SDK logs each stdout line that is not JSON-RPC with its traceback; one line here.
+    banner = {"command": sys.executable, "args": ["-c", "print('Welcome to my server')"]}
+    async with FakeOpenAI() as model:
+        model.script(text("Still here."))
+        configure(home, mcp_config(model, mcp={"servers": {"banner": banner}}))
+        done = await print_mode("-p", "hello", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    said = [line for line in done.lines if line.startswith("acp-memory: ")]
+    assert said == [
+        "acp-memory: Failed to parse JSONRPC message from server (ValidationError)",
+        "acp-memory: MCP server banner: the server exited before it answered",
+    ], done.lines
+
+
+async def test_a_server_past_the_start_timeout_is_one_line_in_print_mode(home, project):
+    # The turn's wait ends a moment before the server's own bound: the line is said all the same.
+    async with FakeOpenAI() as model:
+        model.script(text("On my own."))
+        slow = {"servers": {"slow": stdio_entry("stall")}, "startup_timeout_seconds": 0.5}
+        configure(home, mcp_config(model, mcp=slow))
+        done = await print_mode("-p", "hello", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    said = [line for line in done.lines if "MCP server slow" in line]
+    assert said == [
+        "acp-memory: MCP server slow: did not start within 0.5 s (mcp.startup_timeout_seconds)"
+    ], done.lines
 
 
 async def test_stream_json_shows_the_mcp_call_its_image_and_the_notice_as_valid_updates(

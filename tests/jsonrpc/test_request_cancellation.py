@@ -133,3 +133,29 @@ async def test_a_cancel_inside_a_batch_acts_and_is_not_answered():
         await handlers.wait_started(1)
         await peer.send_json([_cancel(1)])
         assert (await peer.recv())["error"]["code"] == REQUEST_CANCELLED
+
+
+async def test_a_cancel_sent_as_a_request_is_answered_and_cancels_nothing():
+    handlers = _Handlers()
+    async with _serving(handlers) as peer:
+        await peer.send_json(_req(1, "hold", {"n": 1}))
+        await handlers.wait_started(1)
+        await peer.send_json(_req(5, "$/cancel_request", {"requestId": 1}))
+        # A request always gets its answer; only the notification acts.
+        assert (await peer.recv())["id"] == 5
+        handlers.release.set()
+        assert await peer.recv() == {"jsonrpc": "2.0", "id": 1, "result": 1}
+
+
+async def test_a_cancel_names_the_newest_request_of_a_reused_id_after_the_older_ended():
+    handlers = _Handlers()
+    async with _serving(handlers) as peer:
+        await peer.send_json(_req(1, "hold", {"n": 1}))
+        await handlers.wait_started(1)
+        await peer.send_json(_req(1, "own", {"n": 2}))
+        await handlers.wait_started(2)
+        handlers.release.set()
+        assert await peer.recv() == {"jsonrpc": "2.0", "id": 1, "result": 1}
+        # The older one's end left the newer one nameable.
+        await peer.send_json(_cancel(1))
+        assert await peer.recv() == {"jsonrpc": "2.0", "id": 1, "result": {"ended": "cancelled"}}

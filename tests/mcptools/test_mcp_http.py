@@ -3,12 +3,16 @@ sent with every request; and the capabilities that say the agent can."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from engine.turnkit import fake_config, prompt, turn_agent
 from fakes.mcp_servers import mcp_http_server
 from fakes.openai_server import FakeOpenAI
-from fakes.script import call, text, tool_calls
+from fakes.script import call, error, text, tool_calls
 from mcptools.mcpkit import http_server, offered, sse_server, tool_results
+
+from acp_memory.mcpclient.connection import ServerConnection
+from acp_memory.mcpclient.specs import ServerSpec
 
 pytestmark = pytest.mark.anyio
 
@@ -46,3 +50,17 @@ async def test_an_mcp_server_entry_that_cannot_start_anything_is_refused_with_it
                 await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[bad])
     assert err.value.code == -32602
     assert "mcpServers: MCP server nowhere: type http needs a url" in str(err.value)
+
+
+async def test_an_http_servers_failure_is_one_line(tmp_path):
+    # httpx's status error and the SDK's parse errors run over several lines; the user sees one.
+    async with FakeOpenAI() as web:
+        web.script(error(404, "no such endpoint"))
+        spec = ServerSpec("gone", "sse", url=f"{web.base_url}/sse")
+        connection = ServerConnection(spec, tmp_path, startup_timeout=10)
+        async with anyio.create_task_group() as tg:
+            connection.start(tg)
+            await connection.settled.wait()
+            connection.stop()
+    assert connection.failure is not None and "\n" not in connection.failure
+    assert connection.failure.startswith("cannot connect: Client error '404 Not Found'")

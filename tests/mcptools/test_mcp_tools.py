@@ -105,6 +105,24 @@ async def test_a_rejected_call_is_a_tool_error_and_the_server_is_never_called(pa
     assert result.startswith("Error: permission denied") and "echo: no" not in result
 
 
+async def test_a_rejected_call_never_reaches_the_server(paths):
+    # Were the rejected crash sent before the question, the server would be gone for the echo.
+    async with FakeOpenAI() as server:
+        server.script(
+            tool_calls(call("mcp__fake__crash", {})),
+            tool_calls(call("mcp__fake__echo", {"text": "still up"})),
+            text("Fine."),
+        )
+        async with turn_agent(fake_config(server.base_url), paths) as (ed, _):
+            ed.client.permission_answers = ["reject_once", "allow_once"]
+            await ed.conn.initialize(protocol_version=1)
+            new = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[stdio_server()])
+            assert await prompt(ed, new.session_id, "crash, then echo") == "end_turn"
+    rejected, echoed = tool_results(server.requests[-1])
+    assert rejected.startswith("Error: permission denied")
+    assert echoed == "echo: still up"
+
+
 async def test_failing_image_and_resource_results_reach_the_model_and_the_editor(paths):
     async with FakeOpenAI() as server:
         server.script(

@@ -302,6 +302,32 @@ async def test_opening_a_session_starts_building_both_roots_in_the_background(
             assert indexes.ready(global_root) and indexes.ready(project_root)
 
 
+async def test_a_session_whose_memory_option_is_switched_on_gets_its_roots_built(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    global_root, project_root = paths.home / "memory", paths.cwd / "memory"
+    write_many(global_root, 3)
+    write_many(project_root, 3)
+    asked: list[Path] = []
+    real_keep = IndexKeeper.keep
+
+    def keep(self: IndexKeeper, roots: Iterable[Path]) -> None:
+        roots = list(roots)
+        asked.extend(roots)
+        real_keep(self, roots)
+
+    monkeypatch.setattr(IndexKeeper, "keep", keep)
+    cfg = Config()
+    cfg.memory = MemoryConfig(enable=False)  # memory off but for this session's own switch
+    async with turn_agent(cfg, paths) as (ed, _):
+        sid = await ed.start_session(paths.cwd)
+        assert asked == []
+        await ed.conn.set_config_option(config_id="memory", session_id=sid, value=True)
+        # Opened again: no turn, no search, only the session's opening asks for the build.
+        await ed.conn.load_session(session_id=sid, cwd=str(paths.cwd), mcp_servers=[])
+    assert set(asked) == {global_root, project_root}
+
+
 async def test_a_note_the_store_saves_gets_its_vector_without_waiting_for_a_search(
     roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -120,11 +120,26 @@ async def test_a_path_outside_the_cwd_is_never_probed(store, cwd, tmp_path, monk
     read = await call(store, "memory_read", path="global:far.md")
     await call(store, "memory_search", query="hostname", scope="both")
     assert probed and all(inside(p, cwd) for p in probed), probed
+    assert not [p for p in probed if ".." in p.split("/")]  # nor up out of it by `..`
     assert not [p for p in probed if p.endswith("secret.txt")]
     # Only the gone path inside the cwd is flagged: what could not be checked is not.
     assert [line for line in read.text.split("\n\n")[0].splitlines()[1:]] == [
         "cites src/gone.py: not in the workspace"
     ]
+
+
+@pytest.mark.anyio
+async def test_at_most_50_cited_paths_of_a_note_are_checked(store, monkeypatch) -> None:
+    store.write("project:many.md", "".join(f"See `src/gone{i}.py`.\n" for i in range(80)))
+    probed: list[str] = []
+    real_lstat = os.lstat
+    monkeypatch.setattr(cites.os, "lstat", lambda p: probed.append(p) or real_lstat(p))
+    read = await call(store, "memory_read", path="project:many.md")
+    flagged = [ln for ln in read.text.split("\n\n", 1)[0].splitlines()
+               if ln.startswith("cites ")]
+    assert flagged == [f"cites src/gone{i}.py: not in the workspace" for i in range(50)]
+    gone = sorted({p.rsplit("/", 1)[1] for p in probed if "/src/gone" in p})
+    assert gone == sorted(f"gone{i}.py" for i in range(50))  # the 30 past it: never probed
 
 
 @pytest.mark.parametrize(
@@ -165,6 +180,26 @@ async def test_the_source_is_the_surface_of_the_last_change_or_a_hand_edit(
         assert read.text == (
             "changed 2026-10-23, 40 days ago, by hand edit\n\nWe deploy with just."
         )
+
+
+def test_a_date_with_slashes_is_no_cited_path() -> None:
+    assert cites.cited_paths("Since 2026/03/02 (`2026/03/02`) we use `src/a.py`.") == [
+        "src/a.py"]
+
+
+@pytest.mark.anyio
+async def test_a_note_a_folder_undo_brought_back_is_by_that_undo(
+    store, tmp_path, cwd, journal
+) -> None:
+    from acp_memory.memory.history.undo import undo
+
+    with store_for(tmp_path, cwd, journal, RUN) as run:
+        run.write("global:infra/db.md", "postgres\n")
+    store.delete("global:infra")
+    assert store.journal is not None
+    undo(store, store.journal.changes([store.roots.global_root], limit=1)[0].id)
+    read = await call(store, "memory_read", path="global:infra/db.md")
+    assert read.text == "changed 2026-12-02, today, by cli\n\npostgres\n"
 
 
 @pytest.mark.anyio

@@ -14,7 +14,7 @@ import pytest
 
 from acp_memory.memory.history.journal import ChangeSource, Journal
 from acp_memory.memory.history.states import Captured
-from acp_memory.memory.history.undo import ChangedSince, UnknownChange, undo
+from acp_memory.memory.history.undo import ChangedSince, UnknownChange, undo, undo_changes
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore, NoteError
 
@@ -123,6 +123,44 @@ def test_undo_is_refused_after_a_later_change_naming_it_unless_forced(
     assert store.read("global:x.md")[1] == "one\n"
 
 
+def test_changes_of_one_path_undone_in_one_step_are_not_refused_over_each_other(
+    store: MemoryStore, journal: Journal
+) -> None:
+    store.write("global:keep.md", "kept\n")
+    store.write("global:x.md", "one\n")
+    store.write("global:x.md", "two\n")
+    run = journal.changes([store.roots.global_root], "x.md")  # the update, then the create
+    done = undo_changes(store, run)
+    assert [d.change.id for d in done] == [c.id for c in run]
+    assert not (store.roots.global_root / "x.md").exists()
+    assert [(c.action, c.undoes) for c in journal.changes([store.roots.global_root], "x.md")][
+        :2] == [("undo", run[1].id), ("undo", run[0].id)]
+
+
+def test_undo_of_a_folder_delete_brings_back_its_links_as_links(store: MemoryStore) -> None:
+    infra = store.roots.global_root / "infra"
+    (infra / "real").mkdir(parents=True)
+    (infra / "real" / "db.md").write_text("postgres\n")
+    (infra / "linked").symlink_to("real")
+    (infra / "db-link.md").symlink_to("real/db.md")
+    store.delete("global:infra")
+    undo(store, last(store))
+    assert os.readlink(infra / "linked") == "real" and os.readlink(infra / "db-link.md") == (
+        "real/db.md")
+    assert (infra / "real" / "db.md").read_text() == "postgres\n"
+
+
+def test_the_history_of_a_path_with_like_wildcards_is_of_that_path_only(
+    store: MemoryStore, journal: Journal
+) -> None:
+    store.write("global:a_b/x.md", "one\n")
+    store.write("global:axb/y.md", "two\n")
+    store.write("global:a%/z.md", "three\n")
+    root = store.roots.global_root
+    assert [c.path for c in journal.changes([root], "a_b")] == ["a_b/x.md"]
+    assert [c.path for c in journal.changes([root], "a%")] == ["a%/z.md"]
+
+
 def test_a_folder_deleted_after_a_save_blocks_undoing_the_save(store: MemoryStore) -> None:
     store.write("global:f/x.md", "one\n")
     save = last(store)
@@ -170,6 +208,36 @@ def test_changes_past_history_days_are_pruned_with_their_contents(
     assert [c.path for c in journal.changes([store.roots.global_root])] == ["new.md"]
     with pytest.raises(Exception, match="lacks content"):
         journal.blob(old_hash.removeprefix("note:"))  # type: ignore[union-attr]
+
+
+def test_a_prune_keeps_the_notes_a_deleted_folder_still_in_the_history_held(
+    store: MemoryStore, journal: Journal, clock: Clock
+) -> None:
+    store.write("global:old.md", "old fact\n")
+    clock.now += timedelta(days=91)
+    (store.roots.global_root / "infra").mkdir()
+    (store.roots.global_root / "infra" / "db.md").write_text("written by hand\n")
+    store.delete("global:infra")
+    journal.close()  # the next open prunes old.md's change and sweeps the blobs
+    (rmdir,) = journal.changes([store.roots.global_root])
+    undo(store, rmdir.id)
+    assert (store.roots.global_root / "infra" / "db.md").read_text() == "written by hand\n"
+
+
+def test_opening_a_journal_with_nothing_past_its_days_reads_no_manifest(
+    store: MemoryStore, journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.mkdir("global:infra")
+    store.write("global:infra/db.md", "postgres\n")
+    store.delete("global:infra")
+    journal.close()
+
+    def swept(self: Journal, db: object) -> set[str]:
+        raise AssertionError("the blobs were swept with nothing pruned")
+
+    monkeypatch.setattr(Journal, "_used_blobs", swept)
+    assert [c.action for c in journal.changes([store.roots.global_root])] == [
+        "rmdir", "create", "mkdir"]
 
 
 def test_history_days_zero_keeps_every_change(tmp_path: Path, roots: Roots, clock: Clock) -> None:

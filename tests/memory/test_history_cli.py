@@ -98,6 +98,7 @@ def test_notes_undo_after_a_later_change_names_it_and_force_overrides(
     assert err.startswith(f"acp-memory notes: global:prefs.md was changed again since {first} "
                           f"by {later} (update, ")
     assert "--force" in err and len(err.splitlines()) == 1
+    assert err.endswith("; nothing was undone (add --force to override)\n")
     assert (tmp_path / "h" / "memory" / "prefs.md").read_text() == "spaces\n"
     code, out, err = run("undo", first, "-y", "--force")
     assert (code, err) == (0, "") and out.startswith(f"undid {first}: removed global:prefs.md")
@@ -112,6 +113,7 @@ def test_notes_undo_over_a_hand_edit_says_so_and_mentions_force(
     code, _, err = run("undo", last_id(run), "-y")
     assert code == 1 and "edited outside acp-memory" in err and "hand edit" in err
     assert "--force" in err and len(err.splitlines()) == 1
+    assert err.endswith("; nothing was undone (add --force to override)\n")
     assert (tmp_path / "h" / "memory" / "prefs.md").read_text() == "edited in vim\n"
 
 
@@ -181,6 +183,8 @@ def test_notes_log_of_a_path_keeps_its_changes_those_under_it_and_its_folders(
     assert paths("global:infra") == [("rmdir", "infra"), ("create", "infra/dns.md"),
                                      ("create", "infra/deploy.md")]
     assert paths("project:") == []
+    assert "  rmdir  global:infra/: deleted folder with 2 notes; by " in run(
+        "log", "global:infra")[1].splitlines()[0]
     assert run("log", "project:")[1] == "no changes of project: in the memory history\n"
     code, _, err = run("log", "global:../x.md")
     assert code == 1 and "'..'" in err and len(err.splitlines()) == 1

@@ -134,6 +134,23 @@ async def test_without_anyone_to_ask_the_change_is_held_not_lost(store):
     assert not (store.roots.root_of("global") / "tea.md").exists()
 
 
+async def test_a_change_after_the_turn_ended_is_held_without_a_question_or_an_update(store):
+    editor = AskedEditor("allow_once")
+    told: list[tuple[str, str, str]] = []
+
+    async def tell(call_id: str, status: Any, text: str) -> None:
+        told.append((call_id, status, text))
+
+    questions = TurnQuestions(SID, _reviewer(editor), None, tell)
+    await questions.close()  # the parent's turn ended before the run's save
+    tools = ToolSet(memory_tools(store, MemoryConfig(), Review.for_run(store, questions)))
+    out, err = await run(tools, "memory_save", title="Tea", body="green\n", scope="global",
+                         relative_path="tea.md")
+    assert not err and out.startswith(HELD_PREFIX)
+    assert (editor.asked, told) == ([], [])
+    assert not (store.roots.root_of("global") / "tea.md").exists()
+
+
 async def test_print_modes_rule_makes_the_change_with_yes_and_holds_it_otherwise(store):
     said: list[str] = []
     held = Unattended(allow=False, permission_mode="ask", say=said.append)
@@ -148,6 +165,21 @@ async def test_print_modes_rule_makes_the_change_with_yes_and_holds_it_otherwise
                          scope="global", relative_path="tea.md")
     assert not err and out == "saved new note global:tea.md (6 bytes)."
     assert len(said) == 1
+
+
+async def test_a_rules_answer_tells_the_parents_stream_nothing(store):
+    told: list[str] = []
+
+    async def tell(call_id: str, status: Any, text: str) -> None:
+        told.append(call_id)
+
+    yes = Unattended(allow=True, permission_mode="ask", say=lambda line: None)
+    questions = TurnQuestions(SID, yes, None, tell)
+    tools = ToolSet(memory_tools(store, MemoryConfig(), Review.for_run(store, questions)))
+    out, err = await run(tools, "memory_save", title="Tea", body="green\n", scope="global",
+                         relative_path="tea.md")
+    assert not err and out == "saved new note global:tea.md (6 bytes)."
+    assert told == []
 
 
 def test_held_changes_expire_after_pending_days(tmp_path: Path):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from acp_memory.memory.history.states import DIR, Captured, manifest
 from acp_memory.memory.redact import redact_text
@@ -97,10 +97,6 @@ class Change:
         return cls(seq, cid, time, scope, root, path, action, before, after,
                    ChangeSource(*row[9:13]), row[13])
 
-    def touches(self, path: str) -> bool:
-        """Whether this change's path is path, inside it, or a folder holding it."""
-        return self.path == path or _inside(path, self.path) or _inside(self.path, path)
-
 
 _HELD_COLUMNS = ("id, time, scope, root, path, action, before, after, surface, session_id, "
                  "task_id, message")
@@ -119,15 +115,12 @@ class Held:
     before: str | None
     after: str | None
     source: ChangeSource
+    undoes: ClassVar[None] = None  # as a Change reads: a held change undoes none
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Held:
         pid, time, scope, root, path, action, before, after = row[:8]
         return cls(pid, time, scope, root, path, action, before, after, ChangeSource(*row[8:12]))
-
-
-def _inside(path: str, folder: str) -> bool:
-    return folder == "" or path.startswith(folder + "/")
 
 
 def change_message(text: str) -> str:
@@ -162,6 +155,7 @@ class Journal:
         self._pruned: datetime | None = None
 
     def close(self) -> None:
+        """Close the connection; a later use opens it again (and prunes, as every open does)."""
         with self._lock:
             if self._db is not None:
                 self._db.close()
@@ -206,22 +200,28 @@ class Journal:
         return self._db
 
     def _prune(self, db: sqlite3.Connection) -> None:
-        """Records past keep_days, pending changes past pending_days, then unused blobs."""
+        """Records past keep_days, pending changes past pending_days, then the blobs no record
+        uses any more: swept only when a change or a pending one went, so that opening a
+        journal with a long history reads no manifest. (The blobs of a rejected change or of
+        a dropped intent go with the next such sweep.)"""
         now = self.now()
         self._pruned = now
         with contextlib.suppress(sqlite3.OperationalError):  # busy: the next open prunes
             db.execute("BEGIN IMMEDIATE")
+            gone = 0
             if self.keep_days:
-                db.execute("DELETE FROM changes WHERE done = 1 AND time < ?",
-                           (iso(now - timedelta(days=self.keep_days)),))
+                gone += db.execute("DELETE FROM changes WHERE done = 1 AND time < ?",
+                                   (iso(now - timedelta(days=self.keep_days)),)).rowcount
                 db.execute("DELETE FROM runs WHERE time < ?",
                            (iso(now - timedelta(days=self.keep_days)),))
             if self.pending_days:
-                db.execute("DELETE FROM pending WHERE time < ?",
-                           (iso(now - timedelta(days=self.pending_days)),))
-            used = self._used_blobs(db)
-            stored = {h for (h,) in db.execute("SELECT hash FROM blobs")}
-            db.executemany("DELETE FROM blobs WHERE hash = ?", [(h,) for h in stored - used])
+                gone += db.execute("DELETE FROM pending WHERE time < ?",
+                                   (iso(now - timedelta(days=self.pending_days)),)).rowcount
+            if gone:
+                used = self._used_blobs(db)
+                stored = {h for (h,) in db.execute("SELECT hash FROM blobs")}
+                db.executemany("DELETE FROM blobs WHERE hash = ?",
+                               [(h,) for h in stored - used])
             db.execute("COMMIT")
 
     def prune(self) -> None:
@@ -231,17 +231,15 @@ class Journal:
                 self._prune(db)
 
     def _used_blobs(self, db: sqlite3.Connection) -> set[str]:
-        used: set[str] = set()
-        states = db.execute("SELECT before, after FROM changes UNION ALL "
-                            "SELECT before, after FROM pending").fetchall()
-        for state in (s for pair in states for s in pair if s):
-            kind, _, h = state.partition(":")
-            used.add(h)
-            if kind + ":" == DIR:
-                row = db.execute("SELECT data FROM blobs WHERE hash = ?", (h,)).fetchone()
+        states = {s for pair in db.execute("SELECT before, after FROM changes UNION ALL "
+                                           "SELECT before, after FROM pending") for s in pair if s}
+        used = {state.partition(":")[2] for state in states}
+        for state in states:  # each folder's manifest once, however many records name it
+            if state.startswith(DIR):
+                row = db.execute("SELECT data FROM blobs WHERE hash = ?",
+                                 (state[len(DIR):],)).fetchone()
                 if row is not None:
-                    files = json.loads(row[0])["files"]
-                    used.update(files.values())
+                    used.update(json.loads(row[0])["files"].values())
         return used
 
     def blob(self, h: str) -> bytes:
@@ -275,8 +273,7 @@ class Journal:
         scope, root, path = where
         change_id = new_id("chg")
         with self._use(write=True) as db:
-            db.executemany("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)",
-                           [*before.blobs.items(), *after.blobs.items()])
+            _keep_blobs(db, before, after)
             db.execute(
                 f"INSERT INTO changes({_CHANGE_COLUMNS.removeprefix('seq, ')}, done) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
@@ -392,8 +389,7 @@ class Journal:
         held = Held(new_id("pnd"), iso(self.now()), scope, str(root), path, action,
                     before.state, after.state, source)
         with self._use(write=True) as db:
-            db.executemany("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)",
-                           [*before.blobs.items(), *after.blobs.items()])
+            _keep_blobs(db, before, after)
             db.execute("INSERT INTO pending VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                        (held.id, held.time, scope, str(root), path, action, before.state,
                         after.state, source.surface, source.session_id, source.task_id,
@@ -458,6 +454,12 @@ class Journal:
                  "cachedWriteTokens", "durationMs")
         with self._use() as db:
             return [dict(zip(names, row, strict=True)) for row in db.execute(sql)]
+
+
+def _keep_blobs(db: sqlite3.Connection, *captured: Captured) -> None:
+    """Store the contents the states name, each hash once."""
+    db.executemany("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)",
+                   [item for c in captured for item in c.blobs.items()])
 
 
 def _ancestors(path: str) -> list[str]:

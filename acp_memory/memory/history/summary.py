@@ -22,8 +22,7 @@ def summary(change: Change | Held, journal: Journal) -> str:
 
 def _summary(change: Change | Held, journal: Journal) -> str:
     before, after = change.before, change.after
-    undoes = change.undoes if isinstance(change, Change) else None
-    prefix = f"undid {undoes}: " if change.action == "undo" else ""
+    prefix = f"undid {change.undoes}: " if change.action == "undo" else ""
     if before is None and after is None:
         return prefix + "no content"
     if after is None:
@@ -48,13 +47,20 @@ def _summary(change: Change | Held, journal: Journal) -> str:
     return f"{prefix}replaced ({_notes(notes_in(after, journal.blob))} now)"
 
 
+def counted(n: int, what: str) -> str:
+    """`1 note`, `3 notes`: the counts of the history's lines on every surface."""
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def _notes(count: int) -> str:
-    return f"{count} note" if count == 1 else f"{count} notes"
+    return counted(count, "note")
 
 
-def change_json(change: Change, journal: Journal, root_name: str) -> dict[str, Any]:
-    """`{id, time, root, path, action, source: {surface, sessionId, taskId, message}, summary}`;
-    root_name is how the surface names the change's root (global, project or workspace)."""
+def change_json(change: Change | Held, journal: Journal, root_name: str) -> dict[str, Any]:
+    """`{id, time, root, path, action, source: {surface, sessionId, taskId, message}, summary}`
+    (and `undoes` for an undo); root_name is how the surface names the change's root (global,
+    project or workspace). A change held for approval (`notes pending --json`, the HTTP API)
+    is shown the same way, its id a `pnd_` one."""
     return {
         "id": change.id,
         "time": change.time,
@@ -64,20 +70,6 @@ def change_json(change: Change, journal: Journal, root_name: str) -> dict[str, A
         "source": change.source.as_json(),
         "summary": summary(change, journal),
         **({"undoes": change.undoes} if change.undoes else {}),
-    }
-
-
-def held_json(held: Held, journal: Journal, root_name: str) -> dict[str, Any]:
-    """A change held for approval as `notes pending --json` and the HTTP API show it: the keys
-    of change_json, its id a `pnd_` one."""
-    return {
-        "id": held.id,
-        "time": held.time,
-        "root": root_name,
-        "path": held.path,
-        "action": held.action,
-        "source": held.source.as_json(),
-        "summary": summary(held, journal),
     }
 
 
