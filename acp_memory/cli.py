@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from acp_memory import __version__
+from acp_memory.mcpclient.specs import masked_urls
 from acp_memory.oserror import describe_os_error
 from acp_memory.printmode.options import (
     EXIT_CODES_HELP,
@@ -192,18 +193,37 @@ def build_parser() -> argparse.ArgumentParser:
 SERVER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+class _MaskedUrls(logging.Filter):
+    """Each URL a log line names with its credentials masked: httpx names every request's
+    URL, the MCP SDK its server's, whose query may carry a token."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if (masked := masked_urls(message)) != message:
+            record.msg, record.args = masked, ()
+        return True
+
+
 def setup_logging(level: str, *, plain: bool = False) -> None:
     """Logs go to stderr: in acp mode stdout is the wire. `plain` is for a person reading a
-    command's stderr: each line `acp-memory: <message>`, like its other lines; a server's log
-    keeps the time, level and logger."""
+    command's stderr: each line `acp-memory: <message>`, like its other lines, MCP servers'
+    stderr only at debug; a server's log keeps the time, level and logger."""
+    terminal = logging.StreamHandler(sys.stderr)
+    terminal.addFilter(_MaskedUrls())
     logging.basicConfig(
         level=getattr(logging, level.upper()),
-        stream=sys.stderr,
         format="acp-memory: %(message)s" if plain else SERVER_LOG_FORMAT,
+        handlers=[terminal],
     )
-    if plain and level.lower() != "debug":
-        # httpx says every request at info: `notes index` would print a line per batch.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
+    if level.lower() != "debug":
+        # httpx says every request at info (a line per model call, per MCP message).
+        for name in ("httpx", "httpx2"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        if plain:
+            from acp_memory.mcpclient.stderr import SERVER_STDERR
+
+            # What a server writes on its stderr stays in the log file (logging.to_file).
+            terminal.addFilter(lambda record: record.name != SERVER_STDERR)
 
 
 def load(args: argparse.Namespace) -> tuple[Config, Paths]:
@@ -256,6 +276,8 @@ def _main(args: argparse.Namespace) -> int:
     if command == "doctor":
         from acp_memory.doctor import run_doctor
 
+        # Its findings are what it says; the log would say each failure a second time.
+        setup_logging(args.log_level or "error", plain=True)
         try:
             return run_doctor(args)
         except ConfigError as exc:
@@ -334,11 +356,11 @@ def _cwd_problem(cwd: str | None) -> str | None:
 
 def _session_id_problem(session_id: str | None) -> str | None:
     """Why `acp --session-id` cannot name a session, or None."""
-    from acp_memory.sessions.model import is_session_id
+    from acp_memory.sessions.model import SESSION_ID_RULE, is_session_id
 
     if session_id is None or is_session_id(session_id):
         return None
-    return f"--session-id {session_id!r}: not a session id (sess_ and 24 lowercase hex digits)"
+    return f"--session-id {session_id!r}: not a session id ({SESSION_ID_RULE})"
 
 
 def _run_acp(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
@@ -377,4 +399,5 @@ def _log_to_file(paths: Paths) -> None:
     paths.logs_dir.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(paths.logs_dir / "acp-memory.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter(SERVER_LOG_FORMAT))
+    handler.addFilter(_MaskedUrls())
     logging.getLogger().addHandler(handler)

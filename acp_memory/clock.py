@@ -1,5 +1,5 @@
 """The clock that the bounds of background work read: run timeouts, the turn's wait for its
-memory report, and the wait for memory runs when the agent stops.
+memory report, the wait for memory runs when the agent stops, and an MCP tool call's timeout.
 
 It is anyio's own clock. Tests that prove a 15-second or 300-second bound pass a clock they
 advance by hand (tests/fakes/clock.py) instead of waiting for it.

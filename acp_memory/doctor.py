@@ -8,14 +8,12 @@ its tools.
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
@@ -30,9 +28,12 @@ from acp_memory.config.loader import (
 )
 from acp_memory.config.models import ProviderConfig
 from acp_memory.llm.registry import api_key, key_variable
-from acp_memory.mcpclient.configured import specs_from_config
-from acp_memory.memory.redact import redact_text
+from acp_memory.llm.windows import context_window
+from acp_memory.mcpclient.configured import configured_specs, ignored_project_file
+from acp_memory.mcpclient.specs import masked_url, unresolved_command
+from acp_memory.memory.masking import masked_args
 from acp_memory.memory.roots import Roots
+from acp_memory.runtime.memory_agent import memory_model_warnings
 
 if TYPE_CHECKING:
     import httpx
@@ -77,8 +78,9 @@ def check(
         findings.append(Finding("ok", f"config {paths.config_file} parsed"))
         findings += [Finding("warning", f"unknown key {key}") for key in unknown_keys(cfg)]
     findings += _model_findings(cfg, raw or {})
+    findings += _model_choice_findings(cfg, has_file=raw is not None)
     findings += _embeddings_findings(cfg)
-    findings += mcp_findings(cfg)
+    findings += mcp_findings(cfg, paths.cwd)
     findings += _mcp_unset_variables(raw or {})
     if raw is not None and not cfg.memory.enable:
         findings.append(
@@ -121,23 +123,37 @@ def check(
         )
     if online:
         findings += anyio.run(online_findings, cfg)
-        if cfg.mcp.servers:
+        if configured_specs(cfg, paths.cwd, problems=[]):
             findings += anyio.run(mcp_online_findings, cfg, paths.cwd)
     return findings
 
 
-def mcp_findings(cfg: Config) -> list[Finding]:
-    """One line per `mcp.servers` entry: its transport and where it is, secrets masked (the
-    values of env and headers never shown)."""
-    found = []
-    for spec in specs_from_config(cfg):
+def mcp_findings(cfg: Config, cwd: Path) -> list[Finding]:
+    """One line per configured MCP server (`<cwd>/.mcp.json`'s too, when mcp.project_file
+    allows it): its transport and where it is, secrets masked (the values of env and headers
+    never shown); an error for a stdio command that cannot be found (nothing is started)."""
+    problems: list[str] = []
+    specs = configured_specs(cfg, cwd, problems)
+    found = [Finding("error", problem) for problem in problems]
+    if ignored := ignored_project_file(cfg, cwd):
+        found.append(
+            Finding(
+                "warning",
+                f"{ignored} is ignored: its MCP servers start only with mcp.project_file: allow",
+            )
+        )
+    for spec in specs:
         if spec.type == "stdio":
             where = _masked_command([spec.command, *spec.args])
             named = f"; env {', '.join(spec.env)}" if spec.env else ""
         else:
-            where = _masked_url(spec.url)
+            where = masked_url(spec.url)
             named = f"; headers {', '.join(spec.headers)}" if spec.headers else ""
-        found.append(Finding("ok", f"MCP server {spec.name} ({spec.type}): {where}{named}"))
+        line = f"MCP server {spec.name} ({spec.type}): {where}{named}"
+        if problem := unresolved_command(spec, cwd):
+            found.append(Finding("error", f"{line}; {problem}"))
+        else:
+            found.append(Finding("ok", line))
     return found
 
 
@@ -145,7 +161,9 @@ def _mcp_unset_variables(raw: Mapping[str, Any]) -> list[Finding]:
     """A warning per `mcp.servers` entry of the file whose ${VAR}s are unset: each expands to
     nothing, so a header such as "Bearer ${TOKEN}" goes out without its token."""
     section = raw.get("mcp")
-    servers = section.get("servers") if isinstance(section, Mapping) else None
+    servers = (
+        section.get("servers", section.get("mcpServers")) if isinstance(section, Mapping) else None
+    )
     if not isinstance(servers, Mapping):
         return []
     found = []
@@ -176,7 +194,7 @@ async def mcp_online_findings(cfg: Config, cwd: Path) -> list[Finding]:
 
     connections = [
         ServerConnection(spec, cwd, cfg.mcp.startup_timeout_seconds)
-        for spec in specs_from_config(cfg)
+        for spec in configured_specs(cfg, cwd, problems=[])  # mcp_findings named a problem
     ]
     async with anyio.create_task_group() as tg:
         for connection in connections:
@@ -194,33 +212,12 @@ async def mcp_online_findings(cfg: Config, cwd: Path) -> list[Finding]:
     return found
 
 
-# An argument after a flag so named (or in --name=value) is a secret whatever its shape.
-_SECRET_FLAG = re.compile(r"^--?[\w-]*(key|token|secret|password|passwd|auth)[\w-]*$", re.I)
-MASK = "***"
-
-
 def _masked_command(argv: list[str]) -> str:
-    """The command line as a shell reads it, the values of secret-named flags masked."""
-    shown: list[str] = []
-    for previous, arg in zip(["", *argv], argv, strict=False):
-        flag, eq, _ = arg.partition("=")
-        if eq and _SECRET_FLAG.match(flag):
-            shown.append(f"{shlex.quote(flag)}={MASK}")
-        elif _SECRET_FLAG.match(previous):
-            shown.append(MASK)
-        else:
-            shown.append(shlex.quote(arg))
-    return redact_text(" ".join(shown))
-
-
-def _masked_url(url: str) -> str:
-    """The URL without its query's values, where tokens travel (redact takes a password)."""
-    parts = urlsplit(url)
-    query = "&".join(
-        f"{name}={MASK}" if eq else name
-        for name, eq, _ in (item.partition("=") for item in parts.query.split("&") if item)
+    """The command line as a shell reads it, its credentials masked (a masked word unquoted)."""
+    return " ".join(
+        shown if shown != arg else shlex.quote(arg)
+        for arg, shown in zip(argv, masked_args(argv), strict=True)
     )
-    return redact_text(urlunsplit(parts._replace(query=query)))
 
 
 async def online_findings(cfg: Config) -> list[Finding]:
@@ -354,6 +351,21 @@ def _model_findings(cfg: Config, raw: Mapping[str, Any]) -> list[Finding]:
         # Without a key the default model's (or memory's) provider fails every call.
         level: Level = "error" if p.name in used else "warning"
         found.append(Finding(level, f"provider {p.name!r} has no key: {hint}"))
+    return found
+
+
+def _model_choice_findings(cfg: Config, *, has_file: bool) -> list[Finding]:
+    """The model new sessions use and why (a run without a file said so in its note); the
+    memory models a run passes over; a price that no usage_update can carry."""
+    found: list[Finding] = []
+    if has_file:
+        model, why = cfg.model_choice()
+        found.append(Finding("ok", f"new sessions use {model} ({why})"))
+    found += [Finding("warning", line) for line in memory_model_warnings(cfg)]
+    for index, model_config in enumerate(cfg.models):
+        if model_config.price is not None and context_window(model_config) is None:
+            found.append(Finding("warning", f"models[{index}].price is set but its context "
+                                 "window is unknown: no usage_update, no cost"))
     return found
 
 

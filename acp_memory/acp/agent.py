@@ -194,10 +194,14 @@ class AcpAgent:
         try:
             return refuse_child(self._on_a_listed_model(await self.table.get(session_id)))
         except SessionNotFound:
-            if await anyio.Path(self.store.root / session_id).exists():
-                # A folder without its session.json: never written over.
-                missing = self.store.root / session_id / SESSION_FILE
-                raise not_loadable(session_id, f"{missing} is missing") from None
+            folder = self.store.root / session_id
+            if await anyio.Path(folder).exists():
+                # A folder without its session.json, or another session's (a case-insensitive
+                # file system finds `Foo` for `foo`): never written over.
+                record = folder / SESSION_FILE
+                if await anyio.Path(record).exists():
+                    raise not_loadable(session_id, f"{record} is another session's") from None
+                raise not_loadable(session_id, f"{record} is missing") from None
             return None
         except BundleError as exc:
             raise not_loadable(session_id, exc) from None

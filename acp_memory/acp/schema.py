@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from acp_memory.camel import CamelModel
+from acp_memory.mcpclient.specs import MASK, masked_url
+from acp_memory.memory.masking import masked_args
 
 PROTOCOL_VERSION = 1
 
@@ -37,14 +39,20 @@ class McpServer(CamelModel):
     name: str
 
     def stored(self) -> dict[str, Any]:
-        """The server as the bundle keeps it: env and header values (credentials) masked."""
+        """The server as the bundle keeps it, its credentials masked as `doctor` masks them:
+        nothing reads them back (session/load and resume bring the editor's servers again)."""
         data = self.dump()
         for key in ("env", "headers"):
             if isinstance(data.get(key), list):
                 data[key] = [
-                    {**item, "value": "[REDACTED]"} if isinstance(item, dict) else item
+                    {**item, "value": MASK} if isinstance(item, dict) else item
                     for item in data[key]
                 ]
+        args = data.get("args")
+        if isinstance(args, list) and all(isinstance(arg, str) for arg in args):
+            data["args"] = masked_args(args)
+        if isinstance(data.get("url"), str):
+            data["url"] = masked_url(data["url"])
         return data
 
 

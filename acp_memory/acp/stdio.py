@@ -12,6 +12,7 @@ from acp_memory.acp.server import serve, serve_unconfigured
 from acp_memory.config import Config, Paths
 from acp_memory.jsonrpc.fdstream import FdReceiveStream, FdSendStream
 from acp_memory.signals import exit_code, until_signalled
+from acp_memory.tasks.reaper import become_subreaper
 
 
 def claim_stdio() -> tuple[int, int]:
@@ -31,6 +32,7 @@ def claim_stdio() -> tuple[int, int]:
 def serve_stdio(cfg: Config, paths: Paths, session_id: str | None = None) -> int:
     """Serve ACP on stdio until stdin closes or SIGTERM/SIGINT; returns the exit code.
     `session_id`: the session the first session/new opens or creates."""
+    become_subreaper()  # what its MCP servers leave behind is its own to end and reap
     return _on_stdio(
         lambda receive, send, stop: serve(
             receive, send, cfg, paths, stop=stop, session_id=session_id

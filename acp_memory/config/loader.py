@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import reprlib
@@ -14,7 +15,15 @@ import yaml
 from dotenv import load_dotenv
 from pydantic import ValidationError
 
-from acp_memory.config.models import OFFLINE_MODEL_ID, Config, ModelConfig, ProviderConfig
+from acp_memory.config.models import (
+    AUTO_MODEL,
+    OFFLINE_MODEL_ID,
+    Config,
+    McpConfig,
+    McpServerConfig,
+    ModelConfig,
+    ProviderConfig,
+)
 
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Bounds on a config file, so that a hostile one (a YAML alias bomb, a nesting of thousands)
@@ -23,6 +32,8 @@ MAX_CONFIG_BYTES = 1024 * 1024
 TOO_LARGE = "larger than 1 MiB; a config file is at most 1 MiB (1048576 bytes)"
 MAX_ALIASES = 100
 MAX_DEPTH = 50
+# Claude Code's project file of MCP servers, read with mcp.project_file: allow.
+PROJECT_MCP_FILE = ".mcp.json"
 # With no config file, the first key found in the environment picks the provider and model.
 NO_FILE_MODELS: tuple[tuple[str, Literal["openai", "anthropic"], str], ...] = (
     ("OPENAI_API_KEY", "openai", "openai/gpt-4.1-mini"),
@@ -225,9 +236,12 @@ def _height(node: yaml.Node | None, heights: dict[int, int]) -> int:
 def parse_config(raw: Mapping[str, Any], source: Path) -> Config:
     """Validate a raw mapping; errors name every offending key."""
     try:
-        return Config.model_validate(_expand_tree(raw))
+        cfg = Config.model_validate(_expand_tree(raw))
     except ValidationError as exc:
         raise ConfigError(f"{source}: {describe_errors(exc)}") from None
+    if cfg.agent.model.strip() == AUTO_MODEL:
+        pick_auto_model(cfg)
+    return cfg
 
 
 # Pydantic names its model class when a section is not a mapping; the user knows the key.
@@ -257,6 +271,35 @@ def describe_errors(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def read_project_mcp(cwd: Path) -> dict[str, McpServerConfig] | None:
+    """The servers of `<cwd>/.mcp.json` (its mcpServers, as mcp.servers entries, ${VAR}
+    expanded), or None when there is no such file; a ConfigError names the file and what is
+    wrong with it."""
+    path = cwd / PROJECT_MCP_FILE
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_CONFIG_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {TOO_LARGE}")
+    try:
+        raw = json.loads(data)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be an object with mcpServers")
+    try:
+        section = McpConfig.model_validate({"mcpServers": _expand_tree(raw.get("mcpServers", {}))})
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {describe_errors(exc)}") from None
+    return section.servers
+
+
 def load_config(paths: Paths, *, explicit: bool = False) -> Config:
     """Load the config at paths.config_file; built-in defaults when the default file is absent.
 
@@ -272,23 +315,36 @@ def load_config(paths: Paths, *, explicit: bool = False) -> Config:
 
 
 def no_file_config(config_file: Path) -> Config:
-    """The config of a run with no config file: memory on, and the model of the first
-    provider whose key is in the environment (NO_FILE_MODELS), else the offline model."""
+    """The config of a run with no config file: memory on, and the model agent.model: auto
+    picks (pick_auto_model)."""
     cfg = Config()
     cfg.memory.enable = True
+    cfg.agent.model = AUTO_MODEL
+    why = pick_auto_model(cfg)
+    model = cfg.agent.model
+    cfg._no_file_note = f"no config file at {config_file}: sessions run on {model} ({why})"
+    return cfg
+
+
+def pick_auto_model(cfg: Config) -> str:
+    """agent.model: auto set to the model of the first provider whose key is in the
+    environment (NO_FILE_MODELS), that provider and model added when the config lacks them,
+    else to the offline model; returns why."""
     for variable, provider, model in NO_FILE_MODELS:
         if os.environ.get(variable):
             # The key stays in the environment: the provider reads it from there.
-            cfg.providers = [ProviderConfig(name=provider, type=provider)]
-            cfg.models = [ModelConfig(model=model)]
+            if cfg.find_provider(provider) is None:
+                cfg.providers.append(ProviderConfig(name=provider, type=provider))
+            if all(m.model != model for m in cfg.models):
+                cfg.models.append(ModelConfig(model=model))
             cfg.agent.model = model
             why = f"{variable} is set"
             break
     else:
-        model = OFFLINE_MODEL_ID
+        cfg.agent.model = OFFLINE_MODEL_ID
         why = "the built-in offline model; set OPENAI_API_KEY or ANTHROPIC_API_KEY for another"
-    cfg._no_file_note = f"no config file at {config_file}: sessions run on {model} ({why})"
-    return cfg
+    cfg._auto_why = why
+    return why
 
 
 def unknown_keys(cfg: Config) -> list[str]:

@@ -6,6 +6,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -16,6 +17,8 @@ from pydantic import (
 )
 
 OFFLINE_MODEL_ID = "offline/default"
+# agent.model: auto picks the model from the keys in the environment (config/loader.py).
+AUTO_MODEL = "auto"
 # The names MCP tools get (mcp__<server>__<tool>, other characters as "_", cut at 64).
 MCP_TOOL_NAME = re.compile(r"mcp__[A-Za-z0-9_-]+")
 MCP_TOOL_NAME_MAX = 64
@@ -69,6 +72,7 @@ class ModelConfig(Section):
 
 
 class AgentConfig(Section):
+    # "": the first of models[]; "auto": as a run with no config file picks (AUTO_MODEL).
     model: str = ""
     max_turns: int = Field(default=50, gt=0)
     llm_retry_max: int = Field(default=3, ge=0)
@@ -176,6 +180,11 @@ class EmbeddingsConfig(Section):
     timeout_ms: int = Field(default=2000, gt=0)  # a query's embedding; past it, words only
     batch_timeout_ms: int = Field(default=30_000, gt=0)  # one batch of notes
     max_input_chars: int = Field(default=8000, ge=100)  # a note's title, path and body, cut
+    # A note found by its vector alone counts only at this cosine or more. The default was
+    # measured with all-MiniLM-L6-v2 over six notes: eight nonsense or unrelated queries came
+    # to at most 0.23 against any note (and paraphrases to the wrong note at most 0.24), eight
+    # paraphrases to their own note 0.30 to 0.67. Another model wants its own floor.
+    min_similarity: float = Field(default=0.27, ge=-1, le=1)
 
 
 class MemoryConfig(Section):
@@ -264,9 +273,25 @@ class McpServerConfig(Section):
 
 class McpConfig(Section):
     # Joined to every session's servers on every surface (ACP, print mode, HTTP); an editor's
-    # server of the same name wins. Keyed by server name, as `.mcp.json`'s mcpServers.
-    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    # server of the same name wins. Keyed by server name, as `.mcp.json`'s mcpServers, which
+    # is another name for it here, so that a pasted block reads as it is.
+    servers: dict[str, McpServerConfig] = Field(
+        default_factory=dict, validation_alias=AliasChoices("servers", "mcpServers")
+    )
+    # allow: <cwd>/.mcp.json's servers join too (over these, under the editor's); off, as
+    # hooks_allow_project: a cloned repository must not start programs.
+    project_file: Annotated[Literal["off", "allow"], _false_means("off")] = "off"
     startup_timeout_seconds: float = Field(default=30, gt=0)
+    # One tools/call gets no answer past this (a progress notification restarts the clock):
+    # the server is told the call is cancelled, the model that it failed; the server is kept.
+    call_timeout_seconds: float = Field(default=120, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name_for_servers(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "servers" in data and "mcpServers" in data:
+            raise ValueError("has both servers and mcpServers (one name for the same list)")
+        return data
 
 
 class HookCommand(Section):
@@ -326,6 +351,8 @@ class Config(Section):
     # Set by the loader when there is no config file: the line the first session logs,
     # naming the model picked from the keys in the environment.
     _no_file_note: str = PrivateAttr(default="")
+    # Set by the loader when agent.model was auto: why it picked the model it did.
+    _auto_why: str = PrivateAttr(default="")
 
     def model_ids(self) -> list[str]:
         """Every selectable model id: the configured ones (models, then agent.model), else
@@ -343,9 +370,17 @@ class Config(Section):
 
     def default_model_id(self) -> str:
         """agent.model, else the first configured model, else the offline model."""
+        return self.model_choice()[0]
+
+    def model_choice(self) -> tuple[str, str]:
+        """The model new sessions use, and why (what `doctor` says)."""
+        if self.agent.model and self._auto_why:
+            return self.agent.model, f"agent.model: auto; {self._auto_why}"
         if self.agent.model:
-            return self.agent.model
-        return self.models[0].model if self.models else OFFLINE_MODEL_ID
+            return self.agent.model, "agent.model"
+        if self.models:
+            return self.models[0].model, "the first of models[], as agent.model is empty"
+        return OFFLINE_MODEL_ID, "the built-in offline model: no models are configured"
 
     def find_model(self, model_id: str) -> ModelConfig:
         """The models[] entry for an id; unlisted ids get defaults."""

@@ -182,7 +182,7 @@ class MemoryChange(CamelModel):
     time: str = Field(description="ISO 8601, UTC")
     root: Root
     path: str = Field(description="relative to the root")
-    action: Literal["create", "update", "delete", "mkdir", "rmdir", "undo"]
+    action: Literal["create", "update", "delete", "mkdir", "rmdir", "undo", "purge"]
     source: ChangeSourceInfo
     summary: str = Field(description="one line: `+3 -1 lines`, `deleted, 120 bytes`...")
     undoes: str | None = Field(default=None, description="an undo: the change it undid")
@@ -216,6 +216,8 @@ class MemoryUndo(CamelModel):
     root: Root
     path: str
     restored: int = Field(description="notes brought back (none when the undo removed one)")
+    redacted: int = Field(0, description="secrets the restored text lacks (the history keeps "
+                                         "contents redacted)")
 
 
 class MemoryPending(CamelModel):

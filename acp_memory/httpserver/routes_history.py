@@ -26,13 +26,13 @@ from acp_memory.httpserver.models import (
 )
 from acp_memory.httpserver.routes_memory import SCOPES, store_work
 from acp_memory.httpserver.routes_sessions import SessionId
-from acp_memory.memory.history.journal import Held
-from acp_memory.memory.history.pending import approve, held_change, reject
+from acp_memory.memory.history.journal import Change, Held
+from acp_memory.memory.history.service import History
 from acp_memory.memory.history.summary import change_json
-from acp_memory.memory.history.undo import UnknownChange, find_change, journal_of, undo_changes
 from acp_memory.memory.store import MemoryStore
 
 ROOTS = {scope: root for root, scope in SCOPES.items()}  # the store's scope -> the API's root
+FORCE_HINT = "`force: true` undoes anyway"
 
 PendingId = Annotated[str, Path(description="pnd_ and 12 hex digits")]
 
@@ -63,10 +63,10 @@ def history_routes(agent: HttpAgent) -> APIRouter:
     @router.get("/pending")
     async def pending(
         session_id: SessionId,
-        all_sessions: Annotated[bool, Query(alias="all", description="every session's")] = False,
+        all_sessions: Annotated[bool, Query(alias="all", description="whoever held them")] = False,
     ) -> MemoryPending:
-        """The changes held for approval: this session's memory runs' and memory tool's, or
-        with `all`, every session's."""
+        """The changes held for approval in this session's roots: this session's memory runs'
+        and memory tool's, or with `all`, whoever held them."""
         owner = None if all_sessions else session_id
         return await in_store(session_id, partial(_pending, session_id=owner))
 
@@ -75,7 +75,7 @@ def history_routes(agent: HttpAgent) -> APIRouter:
         session_id: SessionId, pending_id: PendingId, body: DecisionBody
     ) -> MemoryDecision:
         """Approve (make the change as it was proposed; 409 when the note changed since) or
-        reject (drop it) a held change."""
+        reject (drop it) a held change of this session's roots (404 otherwise)."""
         return await in_store(session_id, partial(_decide, pending_id=pending_id, body=body))
 
     return router
@@ -85,50 +85,42 @@ def history_routes(agent: HttpAgent) -> APIRouter:
 
 
 def _history(store: MemoryStore, root: Root | None, path: str, limit: int) -> MemoryHistory:
-    journal = journal_of(store)
+    history = History.of_session(store, FORCE_HINT)
     scopes = [SCOPES[root]] if root is not None else list(store.roots.scopes())
     locs = [store.locate(f"{scope}:{path}") for scope in scopes]
-    changes = journal.changes([loc.root for loc in locs], path=locs[0].rel or None, limit=limit)
-    return MemoryHistory(changes=[
-        MemoryChange.model_validate(change_json(c, journal, ROOTS[c.scope])) for c in changes
-    ])
+    changes = history.changes([loc.root for loc in locs], path=locs[0].rel or None, limit=limit)
+    return MemoryHistory(changes=[_change(c, history) for c in changes])
 
 
 def _undo(store: MemoryStore, body: UndoBody) -> MemoryUndo:
-    journal = journal_of(store)
-    change = find_change(journal, body.change_id)
-    if change.root not in _root_dirs(store):
-        # Another project's note: this session's API only changes its own roots.
-        raise UnknownChange(f"no change {body.change_id!r} in the roots of this session")
-    (done,) = undo_changes(store, [change], force=body.force)
+    history = History.of_session(store, FORCE_HINT)
+    done = history.undo(body.change_id, force=body.force)
     root = ROOTS[done.change.scope]
     return MemoryUndo(
         change_id=done.undo_id,
-        undone=MemoryChange.model_validate(change_json(done.change, journal, root)),
+        undone=_change(done.change, history),
         root=root,  # type: ignore[arg-type]
         path=done.change.path,
         restored=done.restored,
+        redacted=done.redacted,
     )
 
 
 def _pending(store: MemoryStore, session_id: str | None) -> MemoryPending:
-    journal = journal_of(store)
-    return MemoryPending(pending=[_held(h, store) for h in journal.held(session_id=session_id)])
+    history = History.of_session(store, FORCE_HINT)
+    return MemoryPending(pending=[_change(h, history) for h in history.held(session_id)])
 
 
 def _decide(store: MemoryStore, pending_id: str, body: DecisionBody) -> MemoryDecision:
+    history = History.of_session(store, FORCE_HINT)
     # Shown as it was proposed, before its content may be dropped with it.
-    shown = _held(held_change(store, pending_id), store)
+    shown = _change(history.held_change(pending_id), history)
     if body.approve:
-        approve(store, pending_id)
+        history.approve(pending_id)
     else:
-        reject(store, pending_id)
+        history.reject(pending_id)
     return MemoryDecision(approved=body.approve, pending=shown)
 
 
-def _held(held: Held, store: MemoryStore) -> MemoryChange:
-    return MemoryChange.model_validate(change_json(held, journal_of(store), ROOTS[held.scope]))
-
-
-def _root_dirs(store: MemoryStore) -> set[str]:
-    return {str(store.roots.root_of(scope)) for scope in store.roots.scopes()}
+def _change(change: Change | Held, history: History) -> MemoryChange:
+    return MemoryChange.model_validate(change_json(change, history.journal, ROOTS[change.scope]))

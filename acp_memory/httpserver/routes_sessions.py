@@ -21,9 +21,9 @@ from acp_memory.httpserver.models import (
     SessionList,
     SessionMessages,
 )
-from acp_memory.sessions.model import SessionRecord
+from acp_memory.sessions.model import SESSION_ID_RULE, SessionRecord
 
-SessionId = Annotated[str, Path(alias="id", description="sess_ and 24 hex digits")]
+SessionId = Annotated[str, Path(alias="id", description=f"the session's id: {SESSION_ID_RULE}")]
 NO_BUFFERING = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 

@@ -25,6 +25,7 @@ from acp_memory.httpserver.app import create_app
 from acp_memory.httpserver.security import bind_problem
 from acp_memory.llm.registry import ProviderHub
 from acp_memory.signals import exit_code, until_signalled
+from acp_memory.tasks.reaper import become_subreaper
 
 # How long stopping lets requests in flight finish once their turns are cancelled.
 REQUEST_GRACE_SECONDS = 5
@@ -181,6 +182,7 @@ def run_http(
             return 1
         return exit_code(got)
 
+    become_subreaper()  # what its MCP servers leave behind is its own to end and reap
     return anyio.run(main)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +22,7 @@ from acp_memory.llm.transport import (
     parse_json_event,
     shape_guard,
     token_count,
+    void_usage,
 )
 from acp_memory.llm.types import (
     ChatRequest,
@@ -37,8 +37,6 @@ from acp_memory.llm.types import (
     ToolCallReady,
     Usage,
 )
-
-log = logging.getLogger(__name__)
 
 DEFAULT_API_BASE = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -181,7 +179,7 @@ class _EventReader:
             self._usage.update(event.get("usage"))
         elif kind == "message_stop":
             self.done = True
-            return [Finished(self._reason, self._usage.total())]
+            return [self._usage.finished(self._reason)]
         elif kind == "error":
             raise _stream_error(self._endpoint, event.get("error"))
         return []
@@ -221,7 +219,7 @@ def _answer_events(answer: dict[str, Any]) -> list[StreamEvent]:
     usage = _UsageCounter()
     usage.update(answer.get("usage"))
     reason = _STOP.get(json_text(answer.get("stop_reason")), "other")
-    events.append(Finished(reason, usage.total()))
+    events.append(usage.finished(reason))
     return events
 
 
@@ -310,6 +308,7 @@ class _UsageCounter:
     def __init__(self) -> None:
         self.raw: dict[str, int] = {}
         self.seen = False  # a well-formed block arrived
+        self.void = ""  # why the answer's usage is void: one bad block voids it all
 
     def update(self, raw: Any) -> None:
         # Usage travels beside the answer: a bad block must not cost the answer.
@@ -317,13 +316,17 @@ class _UsageCounter:
             block = json_object(raw)
             counts = {k: token_count(block[k]) for k in _USAGE_KEYS if k in block}
         except (TypeError, ValueError):
-            log.warning("ignoring a malformed usage block: %.200s", json.dumps(raw))
+            self.void = self.void or void_usage(raw)
             return
         self.raw.update(counts)
         self.seen = True
 
+    def finished(self, reason: FinishReason) -> Finished:
+        """The answer's Finished event, with its usage or why that is void."""
+        return Finished(reason, self.total(), self.void)
+
     def total(self) -> Usage | None:
-        if not self.seen:
+        if not self.seen or self.void:
             return None
         read = self.raw.get("cache_read_input_tokens", 0)
         write = self.raw.get("cache_creation_input_tokens", 0)

@@ -1,16 +1,18 @@
 """Embeddings from a provider's OpenAI-compatible `POST {api_base}/embeddings`.
 
 `memory.embeddings.model` names `<provider>/<model id>`. A query is embedded in the searching
-thread within `timeout_ms`; notes in batches in the background, each within `batch_timeout_ms`.
+thread within `timeout_ms`; notes in batches in the background, each within `batch_timeout_ms`;
+each bound holds for the whole request, and an answer is read at most `max_answer_bytes` long.
 Every failure is an `EmbeddingsUnavailable` whose message is the one line a search reports.
 """
 
 from __future__ import annotations
 
+import json
 import math
-import threading
 from typing import Any, NoReturn
 
+import anyio
 import httpx
 
 from acp_memory.config import Config
@@ -19,6 +21,13 @@ from acp_memory.llm.openai import DEFAULT_API_BASE
 from acp_memory.llm.registry import UnknownModelError, api_key, key_variable, resolve_provider
 
 Vector = list[float]
+MIB = 1024 * 1024
+MIN_ANSWER_BYTES = 32 * MIB
+# Without memory.embeddings.dimensions, the widest vectors a common model makes
+# (text-embedding-3-large); each number takes at most 24 bytes of JSON text.
+MAX_DIMENSIONS = 3072
+BYTES_PER_NUMBER = 24
+CLOSE_GRACE_S = 1.0  # closing an answer cut short
 
 
 class EmbeddingsUnavailable(Exception):
@@ -43,8 +52,6 @@ class Embeddings:
         self._upstream = upstream
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._problem = problem  # set when no request can succeed (an unknown provider, ...)
-        self._client: httpx.Client | None = None
-        self._making = threading.Lock()
 
     @property
     def batch(self) -> int:
@@ -59,38 +66,63 @@ class Embeddings:
         """A text cut at the model's input limit."""
         return text[: self.settings.max_input_chars]
 
+    @property
+    def max_answer_bytes(self) -> int:
+        """The largest answer read: room for a whole batch of the widest vectors as JSON text
+        (24 bytes a number), at least 32 MiB; past it the answer is refused as it streams in."""
+        widest = self.settings.dimensions or MAX_DIMENSIONS
+        return max(MIN_ANSWER_BYTES, self.settings.batch * widest * BYTES_PER_NUMBER)
+
     def embed_query(self, text: str) -> Vector:
-        """The vector of one query, within timeout_ms (blocking: call it off the event loop)."""
+        """The vector of one query, within timeout_ms (blocking: call it off the event loop).
+
+        It runs an event loop of its own, so that timeout_ms bounds the whole request as a
+        batch's bound does, not each read of it."""
         self._refuse_if_impossible()
-        timeout = self.settings.timeout_ms / 1000
-        with self._making:  # two searching threads share one client (and its connections)
-            if self._client is None:
-                self._client = httpx.Client(timeout=timeout)
-        try:
-            response = self._client.post(
-                self.url, json=self._body([text]), headers=self._headers, timeout=timeout
-            )
-        except httpx.HTTPError as exc:
-            raise self._unreachable(exc, self.settings.timeout_ms) from None
-        return self._vectors(response, 1)[0]
+        return anyio.run(self._embed, [text], self.settings.timeout_ms)[0]
 
     async def embed_batch(self, texts: list[str]) -> list[Vector]:
         """The vectors of a batch of note texts, within batch_timeout_ms."""
         self._refuse_if_impossible()
-        timeout = self.settings.batch_timeout_ms / 1000
-        try:
-            async with httpx.AsyncClient(timeout=timeout) as client:
-                response = await client.post(
-                    self.url, json=self._body(texts), headers=self._headers
-                )
-        except httpx.HTTPError as exc:
-            raise self._unreachable(exc, self.settings.batch_timeout_ms) from None
-        return self._vectors(response, len(texts))
+        return await self._embed(texts, self.settings.batch_timeout_ms)
 
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+    async def _embed(self, texts: list[str], timeout_ms: int) -> list[Vector]:
+        """One request, bounded as a whole by timeout_ms: a provider dripping its answer byte
+        by byte never resets the clock, as httpx's per-read timeouts would."""
+        # The client is closed outside the bound, so that a timeout still closes it whole.
+        async with httpx.AsyncClient(timeout=None) as client:
+            try:
+                with anyio.fail_after(timeout_ms / 1000):
+                    status, body = await self._post(client, texts)
+            except TimeoutError:
+                raise EmbeddingsUnavailable(
+                    f"{self.url} gave no answer within {timeout_ms} ms") from None
+            except httpx.HTTPError:
+                raise EmbeddingsUnavailable(f"cannot reach {self.url}") from None
+        return self._vectors(status, body, len(texts))
+
+    async def _post(self, client: httpx.AsyncClient, texts: list[str]) -> tuple[int, bytes]:
+        """The answer's status and body, read as a stream: a body past max_answer_bytes is
+        refused before it is whole (an endless or huge one would fill the memory)."""
+        limit = self.max_answer_bytes
+        over = EmbeddingsUnavailable(f"answer over {math.ceil(limit / MIB)} MiB")
+        request = client.build_request("POST", self.url, json=self._body(texts),
+                                       headers=self._headers)
+        response = await client.send(request, stream=True)
+        try:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise over
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    raise over
+            return response.status_code, bytes(body)
+        finally:
+            # Shielded: a request cut by its bound still drops its connection at once.
+            with anyio.move_on_after(CLOSE_GRACE_S, shield=True):
+                await response.aclose()
 
     def _refuse_if_impossible(self) -> None:
         if self._problem:
@@ -102,19 +134,14 @@ class Embeddings:
             body["dimensions"] = self.settings.dimensions
         return body
 
-    def _unreachable(self, exc: httpx.HTTPError, timeout_ms: int) -> EmbeddingsUnavailable:
-        if isinstance(exc, httpx.TimeoutException):
-            return EmbeddingsUnavailable(f"{self.url} gave no answer within {timeout_ms} ms")
-        return EmbeddingsUnavailable(f"cannot reach {self.url}")
-
-    def _vectors(self, response: httpx.Response, count: int) -> list[Vector]:
-        if response.status_code in (401, 403):
-            self._fail(f"{self.url} answered HTTP {response.status_code}: not authorised "
-                              "(check the provider's api_key)")
-        if response.status_code != 200:
-            self._fail(f"{self.url} answered HTTP {response.status_code}")
+    def _vectors(self, status: int, body: bytes, count: int) -> list[Vector]:
+        if status in (401, 403):
+            self._fail(f"{self.url} answered HTTP {status}: not authorised "
+                       "(check the provider's api_key)")
+        if status != 200:
+            self._fail(f"{self.url} answered HTTP {status}")
         try:
-            data = response.json()["data"]
+            data = json.loads(body)["data"]
             rows = sorted(data, key=lambda row: row.get("index", 0))
             vectors = [[float(x) for x in row["embedding"]] for row in rows]
         except (ValueError, KeyError, TypeError, AttributeError):

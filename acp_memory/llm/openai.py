@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from acp_memory.llm.transport import (
     parse_json_event,
     shape_guard,
     token_count,
+    void_usage,
 )
 from acp_memory.llm.types import (
     ChatRequest,
@@ -38,8 +38,6 @@ from acp_memory.llm.types import (
     ToolCallReady,
     Usage,
 )
-
-log = logging.getLogger(__name__)
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 _FINISH: dict[str, FinishReason] = {
@@ -124,7 +122,8 @@ class OpenAIProvider(HttpProvider):
                     )
         for call in reader.calls.take():
             yield ToolCallReady(call)
-        yield Finished(_reason(reader.reason or "stop", reader.calls.total), reader.usage)
+        reason = _reason(reader.reason or "stop", reader.calls.total)
+        yield Finished(reason, reader.usage, reader.void)
 
     async def _complete(self, request: ChatRequest) -> StreamEvents:
         answer = await self._endpoint.post_json(self.body(request))
@@ -206,13 +205,14 @@ class _ChunkReader:
         self.calls = _CallAssembler()
         self.reason: FinishReason | None = None
         self.usage: Usage | None = None
+        self.void = ""  # why the usage is void, once a bad block arrived
 
     def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         """The events one chunk completes; a shape error escapes for the caller to report."""
         if chunk.get("error"):
             raise _stream_error(self._endpoint, chunk["error"])
-        if chunk.get("usage"):
-            self.usage = _usage(chunk["usage"])
+        if chunk.get("usage") and not self.void:
+            self.usage, self.void = _usage(chunk["usage"])
         events: list[StreamEvent] = []
         for choice in json_array(chunk.get("choices")):
             delta = json_object(json_object(choice).get("delta"))
@@ -233,8 +233,8 @@ def _answer_events(answer: dict[str, Any]) -> list[StreamEvent]:
     calls.add(json_array(message.get("tool_calls")))
     events += [ToolCallReady(call) for call in calls.take()]
     reason = _FINISH.get(json_text(choice.get("finish_reason")) or "stop", "other")
-    usage = _usage(answer["usage"]) if answer.get("usage") else None
-    events.append(Finished(_reason(reason, calls.total), usage))
+    usage, void = _usage(answer["usage"]) if answer.get("usage") else (None, "")
+    events.append(Finished(_reason(reason, calls.total), usage, void))
     return events
 
 
@@ -256,7 +256,8 @@ def _reason(reason: FinishReason, calls: int) -> FinishReason:
     return "tool_calls" if calls and reason == "stop" else reason
 
 
-def _usage(raw: Any) -> Usage | None:
+def _usage(raw: Any) -> tuple[Usage | None, str]:
+    """The usage a block reports, or None and why it is void."""
     # Usage arrives after the answer is complete: a bad block must not cost the answer.
     try:
         block = json_object(raw)
@@ -266,10 +267,9 @@ def _usage(raw: Any) -> Usage | None:
             cache_read_tokens=token_count(
                 json_object(block.get("prompt_tokens_details")).get("cached_tokens")
             ),
-        )
+        ), ""
     except (TypeError, ValueError):
-        log.warning("ignoring a malformed usage block: %.200s", json.dumps(raw))
-        return None
+        return None, void_usage(raw)
 
 
 def _stream_error(endpoint: Endpoint, error: Any) -> Exception:

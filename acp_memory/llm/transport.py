@@ -39,6 +39,9 @@ _SHAPE_ERRORS = (AttributeError, KeyError, IndexError, TypeError, ValueError, Ov
 _CLOSE_GRACE_S = 1.0
 # How long to wait for the end of a body after the final event, to keep the connection.
 _DRAIN_S = 0.5
+# A usage count past this is no real count (ACP's uint64 and a session's cost break on
+# 10^30): it voids the answer's usage.
+MAX_TOKEN_COUNT = 10**12
 
 
 class ConnectionDropped(LLMError):
@@ -73,10 +76,8 @@ class Endpoint:
     async def post_json(self, body: dict[str, Any]) -> Any:
         """POST a JSON body and return the decoded JSON answer."""
         try:
-            response = await self.client.post(
-                self.url, json=body, headers=self.headers, timeout=self.timeout_s
-            )
-        except httpx.HTTPError as exc:
+            response = await self._post_whole(body)
+        except (httpx.HTTPError, TimeoutError) as exc:
             raise self.transport_error(exc) from None
         if response.status_code >= 400:
             raise self.status_error(response)
@@ -86,6 +87,14 @@ class Endpoint:
             raise self.error(
                 f"the answer is not JSON: {first_line(response.text, _PAGE_LIMIT)}"
             ) from None
+
+    async def _post_whole(self, body: dict[str, Any]) -> httpx.Response:
+        """POST a JSON body and read the answer whole within timeout_s: httpx's timeouts
+        bound each read, which a provider dripping its answer byte by byte never trips."""
+        with anyio.fail_after(self.timeout_s):
+            return await self.client.post(
+                self.url, json=body, headers=self.headers, timeout=self.timeout_s
+            )
 
     async def post_sse(
         self, body: dict[str, Any], last: Callable[[SSEEvent], bool] = lambda _: False
@@ -97,16 +106,18 @@ class Endpoint:
         first = self.timeouts.first_event
         deadline = anyio.current_time() + first if first else math.inf
         try:
-            with anyio.fail_after(first):
+            # The headers within the first-event timeout, else within timeout_s as a whole.
+            with anyio.fail_after(first or self.timeout_s):
                 response = await self.client.send(request, stream=True)
-        except TimeoutError:
-            raise self.silence_error(first=True) from None
+        except TimeoutError as exc:
+            raise (self.silence_error(first=True) if first else self.transport_error(exc)) from None
         except httpx.HTTPError as exc:
             raise self.transport_error(exc) from None
         try:
             if response.status_code >= 400:
                 # A body cut short still leaves the status to report.
-                with anyio.move_on_after(self.timeouts.idle or first), suppress(httpx.HTTPError):
+                wait = self.timeouts.idle or first or self.timeout_s
+                with anyio.move_on_after(wait), suppress(httpx.HTTPError):
                     await response.aread()
                 raise self.status_error(response)
             lines = response.aiter_lines()
@@ -158,8 +169,11 @@ class Endpoint:
             retry_after=announced_wait(response.headers, status),
         )
 
-    def transport_error(self, exc: httpx.HTTPError) -> LLMError:
-        """The error for a failure below HTTP: a timeout, a refused or dropped connection."""
+    def transport_error(self, exc: httpx.HTTPError | TimeoutError) -> LLMError:
+        """The error for a failure below HTTP: a timeout (of one read, or of the whole request:
+        TimeoutError), a refused or dropped connection."""
+        if isinstance(exc, TimeoutError):
+            return self.error(f"no answer within {self.timeout_s:g}s")
         if isinstance(exc, httpx.TimeoutException):
             return self.error(f"no answer within {self.timeout_s:g}s ({type(exc).__name__})")
         what = str(exc) or type(exc).__name__
@@ -178,10 +192,8 @@ class Endpoint:
         """POST one JSON body and say what came back, without raising."""
         url = self.redact(self.url)
         try:
-            response = await self.client.post(
-                self.url, json=body, headers=self.headers, timeout=self.timeout_s
-            )
-        except httpx.HTTPError as exc:
+            response = await self._post_whole(body)
+        except (httpx.HTTPError, TimeoutError) as exc:
             return Probe(url, None, self.transport_error(exc).message)
         if response.status_code >= 400:
             return Probe(url, response.status_code, self.status_error(response).message)
@@ -348,14 +360,20 @@ def json_text(value: Any) -> str:
 
 
 def token_count(value: Any) -> int:
-    """A token count of a usage block (null is 0); anything but a whole number is malformed."""
+    """A token count of a usage block (null is 0); anything but a whole number in
+    0..MAX_TOKEN_COUNT (12.0 is 12) is malformed."""
     if value is None:
         return 0
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
         raise ValueError(f"not a token count: {value!r}")
     return value
+
+
+def void_usage(raw: Any) -> str:
+    """Why a usage block that token_count or its shape refused voids its answer's usage."""
+    return f"a malformed usage block: {first_line(json.dumps(raw), _PAGE_LIMIT)}"
 
 
 StreamEvents = AsyncGenerator[StreamEvent, None]

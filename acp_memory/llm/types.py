@@ -97,6 +97,9 @@ FinishReason = Literal["stop", "tool_calls", "length", "refusal", "other"]
 class Finished:
     reason: FinishReason
     usage: Usage | None = None
+    # Why the provider's usage of this answer was voided (a count out of range, a block of
+    # the wrong shape), "" when it stands; usage is None then.
+    usage_void: str = ""
 
 
 StreamEvent = TextDelta | ReasoningDelta | ToolCallReady | Finished

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from acp_memory.config.models import ModelPrice
@@ -9,9 +10,17 @@ from acp_memory.llm.provider import Provider, closing
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.types import ChatRequest, Finished, StreamEvent, Usage
 
-# Told of each answered call of a metered handle, with the usage its provider reported.
-Answered = Callable[[Usage | None], Awaitable[None]]
+# Told of each answered call of a metered handle: its Finished event, with the usage its
+# provider reported (or why that was void).
+Answered = Callable[[Finished], Awaitable[None]]
 PER_MILLION = 1_000_000
+log = logging.getLogger(__name__)
+
+
+def void_line(model_id: str, why: str) -> str:
+    """The log line of an answer whose usage numbers were voided (said once per session)."""
+    return (f"ignoring the usage model {model_id} reported: {why} (no usage_update, no cost, "
+            "not in the turn's usage; said once per session)")
 
 
 class UsageMeter:
@@ -24,10 +33,11 @@ class UsageMeter:
         self.output_tokens = 0
         self.cache_read_tokens = 0
         self.cache_write_tokens = 0
+        self.void_told = False  # a meter heard by no one (a memory run's) logs a void once
 
     def wrap(self, handle: ModelHandle, answered: Answered | None = None) -> ModelHandle:
         """The same model, its calls metered; `answered` hears of each once it is counted."""
-        metered = _Metered(handle.provider, self, answered)
+        metered = _Metered(handle, self, answered)
         return ModelHandle(handle.model_id, metered, handle.config)
 
     def as_json(self) -> dict[str, int]:
@@ -63,18 +73,22 @@ def call_cost(usage: Usage, price: ModelPrice) -> float:
 
 
 class _Metered:
-    def __init__(self, provider: Provider, meter: UsageMeter, answered: Answered | None) -> None:
-        self.provider = provider
+    def __init__(self, handle: ModelHandle, meter: UsageMeter, answered: Answered | None) -> None:
+        self.provider: Provider = handle.provider
+        self.model_id = handle.model_id
         self.meter = meter
         self.answered = answered
-        self.name = provider.name
+        self.name = self.provider.name
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         events = self.provider.stream(request)
         async with closing(events):
             async for event in events:
                 if isinstance(event, Finished):
-                    self.meter.add(event.usage)
+                    self.meter.add(event.usage)  # a void usage is None: no tokens counted
                     if self.answered is not None:
-                        await self.answered(event.usage)
+                        await self.answered(event)
+                    elif event.usage_void and not self.meter.void_told:
+                        self.meter.void_told = True
+                        log.warning("%s", void_line(self.model_id, event.usage_void))
                 yield event

@@ -3,7 +3,9 @@ its owner's group, its tools listed once it answers, gone when it exits or is st
 
 The whole life of a connection is one task, so the SDK's transport (a child process, an HTTP
 client) is entered and left in the same task, and stopping it (its cancel scope) runs the
-SDK's bounded shutdown: stdin closed, then the process group killed; no process outlives it.
+SDK's bounded shutdown: stdin closed, then the process group killed. A stdio server that exits
+on end of input is spared that kill, so once the transport is left its family (process group,
+session, and what inherited its mark) is ended and reaped here: no process outlives it.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import sys
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +27,25 @@ from mcp import types as mcp_types
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from acp_memory import __version__
-from acp_memory.mcpclient.specs import ServerSpec
+from acp_memory.clock import Clock
+from acp_memory.mcpclient.specs import ServerSpec, masked_urls
+from acp_memory.mcpclient.stderr import stderr_to_log
+from acp_memory.tasks.reaper import end_family, exited, spawned_with
 
 log = logging.getLogger(__name__)
 
 CLIENT_INFO = mcp_types.Implementation(name="acp-memory", version=__version__)
 # A tools/list that pages for ever is cut here.
 MAX_TOOL_PAGES = 100
+# mcp.call_timeout_seconds's default, for a connection made without the config (doctor).
+CALL_TIMEOUT_SECONDS = 120.0
+# In a stdio server's environment, so its descendants are found even after a setsid.
+MARK_VARIABLE = "ACP_MEMORY_MCP_SERVER"
+# Why a server whose output does not decode is dropped at once, rather than at the timeout.
+NOT_UTF8 = "its output is not UTF-8"
 
 Item = SessionMessage | Exception
 
@@ -45,6 +57,8 @@ class _NoTraceback(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, ValidationError) and _undecodable(error):
+            return False  # the server's failure says it, in one line
         if error is not None and not log.isEnabledFor(logging.DEBUG):
             record.msg, record.args = f"{record.getMessage()} ({type(error).__name__})", ()
             record.exc_info = record.exc_text = None
@@ -61,17 +75,27 @@ def timed_out(seconds: float) -> str:
 
 
 class CallFailed(Exception):
-    """A tools/call that got no result: the server is gone, or answered with an error."""
+    """A tools/call that got no result: the server is gone, answered with an error, or gave
+    no answer within the call timeout."""
 
 
 class ServerConnection:
     """One server: `start()` it in a task group, wait for `settled`, then read `tools` and
     `call()` them while `alive`; `failure` says why it is not (or no longer) usable."""
 
-    def __init__(self, spec: ServerSpec, cwd: Path, startup_timeout: float) -> None:
+    def __init__(
+        self,
+        spec: ServerSpec,
+        cwd: Path,
+        startup_timeout: float,
+        call_timeout: float = CALL_TIMEOUT_SECONDS,
+        clock: Callable[[], Clock] = Clock,
+    ) -> None:
         self.spec = spec
         self.cwd = cwd
         self.startup_timeout = startup_timeout
+        self.call_timeout = call_timeout
+        self.clock = clock  # the runner's, which tests replace: read at every call
         self.tools: list[mcp_types.Tool] = []
         self.failure: str | None = None
         self.started = False  # it answered initialize and tools/list once
@@ -80,6 +104,8 @@ class ServerConnection:
         self.ended = anyio.Event()  # its task returned: its process is gone
         self._session: ClientSession | None = None
         self._scope = anyio.CancelScope()
+        self._mark = f"{MARK_VARIABLE}={secrets.token_hex(8)}"
+        self._leader: int | None = None  # a stdio server's pid, once it answered
 
     @property
     def name(self) -> str:
@@ -103,28 +129,62 @@ class ServerConnection:
         self.stop()
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        """Call one of the server's tools by its own name; CallFailed when no result comes."""
+        """Call one of the server's tools by its own name; CallFailed when no result comes,
+        the call timeout included (the server told it is cancelled, and kept)."""
         session = self._session
         if session is None or self.failure is not None:
             raise CallFailed(f"MCP server {self.name} is not running ({self.failure or 'stopped'})")
-        try:
-            return await session.call_tool(tool, arguments)
-        except MCPError as exc:
-            raise CallFailed(f"MCP server {self.name}: {exc.error.message}") from None
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            raise CallFailed(f"MCP server {self.name}: the connection failed ({exc})") from None
+        heard = anyio.Event()
+        silent = False
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            heard.set()  # a word from the server: its clock starts again
+
+        async def watch(cancel: anyio.CancelScope) -> None:
+            nonlocal heard, silent
+            while True:
+                with self.clock().move_on_after(self.call_timeout):
+                    await heard.wait()
+                    heard = anyio.Event()
+                    continue
+                silent = True
+                cancel.cancel()  # the SDK sends notifications/cancelled on the way out
+                return
+
+        failure: str | None = None
+        error: Exception | None = None  # raised as it is, not in the task group's group
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch, tg.cancel_scope)
+            try:
+                result = await session.call_tool(tool, arguments, progress_callback=progress)
+            except MCPError as exc:
+                failure = exc.error.message
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                failure = f"the connection failed ({exc})"
+            except Exception as exc:
+                error = exc
+            tg.cancel_scope.cancel()
+        if silent:
+            failure = f"{tool} gave no answer within {self.call_timeout:g} s"
+        if failure is not None:
+            raise CallFailed(f"MCP server {self.name}: {failure}")
+        if error is not None:
+            raise error
+        return result
 
     async def _run(self) -> None:
         try:
             with self._scope:
                 await self._connect_and_serve()
         except Exception as exc:  # whatever the SDK or the transport raises, one line
-            self._fail(_reason(exc).partition("\n")[0])
+            self._fail(masked_urls(_reason(exc)).partition("\n")[0])
         finally:
             self._session = None
             if self.failure is None:
                 self.failure = "stopped"
             self.settled.set()
+            if self.spec.type == "stdio":
+                await end_family(self._leader, self._mark)  # shielded, bounded
             self.ended.set()
 
     async def _connect_and_serve(self) -> None:
@@ -136,11 +196,16 @@ class ServerConnection:
                 relay_send, relay_receive = anyio.create_memory_object_stream[Item](0)
                 gone = anyio.Event()
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(_relay, read, relay_send, gone)
+                    tg.start_soon(self._relay, read, relay_send, gone)
                     async with ClientSession(relay_receive, write, client_info=CLIENT_INFO) as s:
                         await s.initialize()
                         self.tools = await _list_tools(s)
                         bound.deadline = math.inf
+                        if self.spec.type == "stdio":
+                            self._leader = await anyio.to_thread.run_sync(spawned_with, self._mark)
+                            if self._leader is not None:
+                                # Its children may hold its stdout open: EOF would never come.
+                                tg.start_soon(_set_on_exit, self._leader, gone)
                         self._session, self.started = s, True
                         self.settled.set()
                         log.info("MCP server %s: %d tools", self.name, len(self.tools))
@@ -154,21 +219,53 @@ class ServerConnection:
         if bound.cancelled_caught:
             self._fail(timed_out(self.startup_timeout))
 
+    async def _relay(
+        self, source: Any, sink: MemoryObjectSendStream[Item], gone: anyio.Event
+    ) -> None:
+        """Pass the server's messages on; when they end (the process exited), or a line is
+        not UTF-8 (the server is failed at once), say so."""
+        try:
+            async with sink:
+                async for item in source:
+                    if _undecodable(item):
+                        self._fail(NOT_UTF8)
+                        return
+                    await sink.send(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        finally:
+            gone.set()
+
     def _fail(self, reason: str) -> None:
         if self.failure is None:
             self.failure = reason
             log.warning("MCP server %s: %s", self.name, reason)
+        self.settled.set()  # a turn waiting for it need not wait for its process to end
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         spec = self.spec
         if spec.type == "stdio":
+            # Undecodable bytes read as U+FFFD, so the relay sees them at once; strict
+            # decoding would hold the reader until the start timeout.
+            name, _, value = self._mark.partition("=")
             params = StdioServerParameters(
-                command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=self.cwd
+                command=spec.command,
+                args=list(spec.args),
+                env={**spec.env, name: value},
+                cwd=self.cwd,
+                encoding_error_handler="replace",
             )
-            return stdio_client(params, errlog=sys.stderr)
+            return _stdio(spec.name, params)
         if spec.type == "sse":
             return sse_client(spec.url, headers=dict(spec.headers))
         return _streamable_http(spec)
+
+
+@contextlib.asynccontextmanager
+async def _stdio(name: str, params: StdioServerParameters) -> AsyncIterator[Any]:
+    # The server's stderr goes to the log as `mcp <name>: …`, never unprefixed onto ours.
+    async with stderr_to_log(name) as errlog, stdio_client(params, errlog=errlog) as streams:
+        yield streams
 
 
 @contextlib.asynccontextmanager
@@ -180,18 +277,16 @@ async def _streamable_http(spec: ServerSpec) -> AsyncIterator[Any]:
             yield streams
 
 
-async def _relay(
-    source: Any, sink: MemoryObjectSendStream[Item], gone: anyio.Event
-) -> None:
-    """Pass the server's messages on; when they end (the process exited), say so."""
-    try:
-        async with sink:
-            async for item in source:
-                await sink.send(item)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-        pass
-    finally:
-        gone.set()
+async def _set_on_exit(pid: int, gone: anyio.Event) -> None:
+    await exited(pid)
+    gone.set()
+
+
+def _undecodable(item: Item) -> bool:
+    """A stdout line that did not parse and held bytes that are not UTF-8 (read as U+FFFD)."""
+    if not isinstance(item, ValidationError):
+        return False
+    return any("\ufffd" in str(error.get("input", "")) for error in item.errors())
 
 
 async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:

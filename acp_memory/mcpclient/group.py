@@ -9,11 +9,13 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
-from acp_memory.mcpclient.connection import ServerConnection, timed_out
+from acp_memory.clock import Clock
+from acp_memory.mcpclient.connection import CALL_TIMEOUT_SECONDS, ServerConnection, timed_out
 from acp_memory.mcpclient.specs import ServerSpec
 
-# How long a close waits for the servers' processes to end (the SDK's own bound is ~6 s).
-STOP_BOUND_SECONDS = 10.0
+# How long a close waits for the servers' processes to end (the SDK's own bound is ~6 s,
+# and ending what a server left behind up to 4 s more).
+STOP_BOUND_SECONDS = 12.0
 
 
 class ServerGroup:
@@ -25,11 +27,15 @@ class ServerGroup:
         cwd: Path,
         startup_timeout: float,
         owner: Callable[[], TaskGroup],
+        call_timeout: float = CALL_TIMEOUT_SECONDS,
+        clock: Callable[[], Clock] = Clock,
     ) -> None:
         self.cwd = cwd
         self.startup_timeout = startup_timeout
+        self.call_timeout = call_timeout
+        self.clock = clock
         self.owner = owner  # the group the connections' tasks belong to (the runner's)
-        self.connections = [ServerConnection(s, cwd, startup_timeout) for s in specs]
+        self.connections = [self._connection(s) for s in specs]
         self.closed = False
         self._deaths: list[tuple[str, str]] = []  # servers that died, until told
 
@@ -45,9 +51,14 @@ class ServerGroup:
             if old.started and not old.alive and not self.closed:
                 if not old.reported:
                     self._deaths.append((old.name, f"{old.failure or 'stopped'}; started again"))
-                fresh = ServerConnection(old.spec, self.cwd, self.startup_timeout)
+                fresh = self._connection(old.spec)
                 self.connections[index] = fresh
                 fresh.start(self.owner())
+
+    def _connection(self, spec: ServerSpec) -> ServerConnection:
+        return ServerConnection(
+            spec, self.cwd, self.startup_timeout, self.call_timeout, self.clock
+        )
 
     async def ready(self) -> None:
         """Wait until every server started or failed, at most the start timeout."""

@@ -3,9 +3,14 @@ both come down to a ServerSpec."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 Transport = Literal["stdio", "http", "sse"]
 
@@ -21,6 +26,33 @@ class ServerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
+
+
+# What stands for a credential wherever a server is shown or kept (doctor, session.json, logs).
+MASK = "***"
+_URL = re.compile(r"\bhttps?://[^\s'\"<>]+", re.I)
+
+
+def masked_url(url: str) -> str:
+    """The URL without its query's values, where tokens travel, nor its password."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # no URL after all (a broken IPv6 host): nothing of it is shown
+        return MASK
+    query = "&".join(
+        f"{name}={MASK}" if eq else name
+        for name, eq, _ in (item.partition("=") for item in parts.query.split("&") if item)
+    )
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:{MASK}@{host}"
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def masked_urls(text: str) -> str:
+    """text with each URL in it masked: an HTTP error or a log line names the URL it used."""
+    return _URL.sub(lambda found: masked_url(found.group()), text) if "://" in text else text
 
 
 class BadServerSpec(ValueError):
@@ -71,8 +103,24 @@ def specs_from_acp(servers: Iterable[Mapping[str, Any]]) -> list[ServerSpec]:
     return [spec_from_acp(s) for s in servers]
 
 
-def merged(editor: Sequence[ServerSpec], configured: Sequence[ServerSpec]) -> list[ServerSpec]:
-    """The editor's servers, then the config's whose names the editor did not use: an
-    editor's server wins over an `mcp.servers` entry of the same name."""
-    taken = {s.name for s in editor}
-    return [*editor, *(s for s in configured if s.name not in taken)]
+def unresolved_command(spec: ServerSpec, cwd: Path) -> str | None:
+    """Why a stdio server's command cannot be run, found without running it, or None: a
+    bare name is looked up on the PATH the server gets, a path from the server's cwd."""
+    if spec.type != "stdio":
+        return None
+    command = spec.command
+    if os.sep not in command:
+        search = spec.env.get("PATH", os.environ.get("PATH", os.defpath))
+        return None if shutil.which(command, path=search) else f"cannot run {command}: not on PATH"
+    target = cwd / command  # an absolute command stays itself
+    if not target.is_file():
+        return f"cannot run {command}: no such file"
+    return None if os.access(target, os.X_OK) else f"cannot run {command}: not executable"
+
+
+def merged(first: Sequence[ServerSpec], then: Sequence[ServerSpec]) -> list[ServerSpec]:
+    """The first servers, then those of `then` whose names the first did not use: the
+    editor's server wins over the project file's of the same name, which wins over the
+    config's."""
+    taken = {s.name for s in first}
+    return [*first, *(s for s in then if s.name not in taken)]

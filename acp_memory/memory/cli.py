@@ -1,5 +1,5 @@
-"""`acp-memory notes list/search/index/show/edit/rm`: the notes from a terminal, with the tools'
-rules."""
+"""`acp-memory notes list/search/index/show/edit/write/rm/purge`: the notes from a terminal,
+with the tools' rules."""
 
 from __future__ import annotations
 
@@ -61,10 +61,23 @@ _ACTIONS = {
         "vi); the result is saved through the same rules as the agent's saves, and never over "
         "a change someone made while the editor was open.",
     ),
+    "write": (
+        "write a note from stdin",
+        "Write a note (created or replaced) with the text read from stdin, through the same "
+        "rules as the agent's saves: secrets redacted, the size limit, an atomic write, a "
+        "change in the history. An empty text, or stdin on a terminal, is refused.",
+    ),
     "rm": (
         "delete a note, or a folder with -r",
         "Delete a note, or with -r a folder and every note under it (asking first on a "
-        "terminal). A root is never deleted.",
+        "terminal). A root is never deleted. It prints the `notes undo` that brings it back.",
+    ),
+    "purge": (
+        "drop a path's whole history",
+        "Drop every change of a note, or of a folder and everything under it, from the "
+        "memory history, contents included (the notes themselves stay as they are), asking "
+        "first on a terminal; without one, -y is needed. The purge is itself a line of "
+        "`notes log`, without content, and cannot be undone.",
     ),
     "stale": (
         "list notes whose cited paths are gone or that no recall has read lately",
@@ -110,11 +123,17 @@ def add_notes_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     action("edit").add_argument(
         "path", help=f"the note, as {_PATH_FORM}; a missing note is created"
     )
+    action("write").add_argument(
+        "path", help=f"the note, as {_PATH_FORM}; its text is read from stdin"
+    )
     rm = action("rm")
     rm.add_argument("path", help=f"the note or folder, as {_PATH_FORM} or project:api")
     rm.add_argument("-r", "--recursive", action="store_true",
                     help="delete a folder and every note under it")
     rm.add_argument("-y", "--yes", action="store_true", help="do not ask before deleting a folder")
+    purge = action("purge")
+    purge.add_argument("path", help=f"the note or folder, as {_PATH_FORM} or project:api")
+    purge.add_argument("-y", "--yes", action="store_true", help="do not ask first")
     stale = action("stale")
     stale.add_argument("--days", type=int, default=None,
                        help="a note no recall has read in this many days is listed (default 90)")
@@ -145,8 +164,12 @@ def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
                 return 0
             if action == "edit":
                 return _edit(store, args.path)
+            if action == "write":
+                return _write(store, args.path)
             if action == "rm":
                 return _rm(store, args)
+            if action == "purge":
+                return _purge(store, args)
             if action == "stale":
                 return _stale(store, args)
             if action in HISTORY_ACTIONS:
@@ -331,6 +354,54 @@ def _rm(store: MemoryStore, args: argparse.Namespace) -> int:
     result = store.delete(args.path, folders=plan.was_folder)
     print(f"deleted {result.path}"
           + (f" ({_notes(result.notes_removed)})" if result.was_folder else ""))
+    _print_undo(result.change_id)
+    return 0
+
+
+def _print_undo(change_id: str | None) -> None:
+    """The way back from a change just made (none when no history is kept)."""
+    if change_id:
+        print(f"undo: acp-memory notes undo {change_id}")
+
+
+def _write(store: MemoryStore, path: str) -> int:
+    from acp_memory.memory.store import NoteError
+    from acp_memory.memory.tools import format_save
+
+    store.note_location(path)  # a bad path is refused before stdin is read
+    if sys.stdin is None or sys.stdin.isatty():
+        raise NoteError(f"notes write reads the text of {path} from stdin, which is a "
+                        "terminal; pipe it in, or use notes edit")
+    result = store.write(path, sys.stdin.read())
+    print(format_save(result))
+    _print_undo(result.change_id)
+    return 0
+
+
+def _purge(store: MemoryStore, args: argparse.Namespace) -> int:
+    from acp_memory.memory.history.summary import counted
+    from acp_memory.memory.history.undo import journal_of
+    from acp_memory.memory.store import NoteError
+
+    loc = store.locate(args.path)
+    journal = journal_of(store)
+    what = f"the whole history of {loc.display}" + (
+        "" if loc.is_note_path else " and of everything under it")
+    if not args.yes:
+        if sys.stdin is None or not sys.stdin.isatty():
+            raise NoteError(f"stdin is not a terminal to ask on; add -y to purge {what}")
+        print(f"drop {what} from the memory history? It cannot be undone. [y/N] ", end="",
+              file=sys.stderr, flush=True)
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            print("nothing was purged", file=sys.stderr)
+            return 1
+    with store.locked(loc, "purge the history of"):  # a dead writer's change settled first
+        count, purge_id = journal.purge((loc.scope, loc.root, loc.rel), store.source)
+    if purge_id is None:
+        print(f"no changes of {loc.display} in the memory history: nothing was purged")
+    else:
+        print(f"purged {loc.display} from the memory history ({counted(count, 'change')}); "
+              f"the purge is {purge_id}")
     return 0
 
 

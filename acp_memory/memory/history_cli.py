@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the journal is SQLite: load it only to run one of these actions
-    from acp_memory.memory.history.journal import Change, Held, Journal
+    from acp_memory.memory.history.service import History
     from acp_memory.memory.store import MemoryStore
 
 LOG_LIMIT = 20
@@ -28,7 +28,8 @@ HISTORY_ACTIONS = {
         "undo one change",
         "Put the path a change touched back as it was before it (a deleted note or folder "
         "comes back), asking first on a terminal. Refused when the path was changed again "
-        "since, or edited by hand, unless --force. The undo is itself a change in the log.",
+        "since or edited by hand, unless --force, and when the change was undone already. "
+        "The undo is itself a change in the log.",
     ),
     "pending": (
         "the changes held for approval",
@@ -61,7 +62,7 @@ def add_history_parsers(action: Callable[[str], argparse.ArgumentParser]) -> Non
     undo.add_argument("change_id", metavar="CHANGE_ID", help="the change, chg_… (see notes log)")
     undo.add_argument("-y", "--yes", action="store_true", help="do not ask first")
     undo.add_argument("--force", action="store_true",
-                      help="undo even when the path was changed again since")
+                      help="undo even when the path was changed again since or edited by hand")
     action("pending").add_argument("--json", action="store_true",
                                    help="print a JSON list of {id, time, root, path, action, "
                                         "source, summary}")
@@ -70,27 +71,29 @@ def add_history_parsers(action: Callable[[str], argparse.ArgumentParser]) -> Non
                                   help="a held change, pnd_… (see notes pending), or all")
 
 
+FORCE_HINT = "notes undo --force undoes anyway"
+
+
 def run_history(store: MemoryStore, args: argparse.Namespace) -> int:
     """Run one history action; a refusal is a NoteError (one line, exit 1)."""
     from acp_memory.memory.history.journal import JournalError
-    from acp_memory.memory.history.undo import journal_of
+    from acp_memory.memory.history.service import History
     from acp_memory.memory.store import NoteError
 
-    journal = journal_of(store)
+    history = History.of_every_root(store, FORCE_HINT)  # no session: every root is ours
     try:
-        store.settle()  # a writer that died mid-change: its change shows as it ended
         if args.notes_action == "log":
-            return _log(store, journal, args)
+            return _log(store, history, args)
         if args.notes_action == "undo":
-            return _undo(store, journal, args)
+            return _undo(history, args)
         if args.notes_action == "pending":
-            return _pending(journal, args)
-        return _decide(store, journal, args)
+            return _pending(history, args)
+        return _decide(history, args)
     except JournalError as exc:
         raise NoteError(str(exc)) from None
 
 
-def _log(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> int:
+def _log(store: MemoryStore, history: History, args: argparse.Namespace) -> int:
     from acp_memory.memory.history.summary import change_json, change_line
 
     if args.limit < 0:
@@ -98,22 +101,21 @@ def _log(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> int:
     if args.cost:
         if args.path:
             return _usage("--cost sums every memory run; it takes no path")
-        return _costs(journal.costs_per_day(args.limit), args.json)
+        return _costs(history.journal.costs_per_day(args.limit), args.json)
     if args.path:
         loc = store.locate(args.path)
-        changes = journal.changes([loc.root], loc.rel or None, args.limit)
+        changes = history.changes([loc.root], loc.rel or None, args.limit)
     else:
-        roots = store.roots.dirs()
-        changes = journal.changes(roots, limit=args.limit)
+        changes = history.changes(limit=args.limit)
     if args.json:
-        print(json.dumps([change_json(c, journal, c.scope) for c in changes],
+        print(json.dumps([change_json(c, history.journal, c.scope) for c in changes],
                          ensure_ascii=False))
     elif not changes:
         where = args.path or " or ".join(store.roots.scopes())
         print(f"no changes of {where} in the memory history")
     else:
         for change in changes:
-            print(change_line(change, journal))
+            print(change_line(change, history.journal))
     return 0
 
 
@@ -135,75 +137,54 @@ def _costs(days: list[dict[str, Any]], as_json: bool) -> int:
     return 0
 
 
-def _undo(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> int:
+def _undo(history: History, args: argparse.Namespace) -> int:
     from acp_memory.memory.history.summary import change_line, undone_line
-    from acp_memory.memory.history.undo import ChangedSince, find_change, undo_changes
+    from acp_memory.memory.history.undo import shown
     from acp_memory.memory.store import NoteError
 
-    change = find_change(journal, args.change_id)
+    change = history.change(args.change_id)
     if not args.yes:
         if sys.stdin is None or not sys.stdin.isatty():
             raise NoteError(f"stdin is not a terminal to ask on; add -y to undo {change.id}")
-        print(f"{change_line(change, journal)}\nput {_shown(change)} back as it was before "
-              "this change? [y/N] ", end="", file=sys.stderr, flush=True)
+        print(f"{change_line(change, history.journal)}\nput {shown(change)} back as it was "
+              "before this change? [y/N] ", end="", file=sys.stderr, flush=True)
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             print("nothing was undone", file=sys.stderr)
             return 1
-    try:
-        (undone,) = undo_changes(store, [change], force=args.force)
-    except ChangedSince as exc:
-        # The core says how to override in any surface's words; here that is the flag.
-        raise NoteError(str(exc).replace("force the undo to override",
-                                         "add --force to override")) from None
-    print(undone_line(undone))
+    print(undone_line(history.undo(change.id, force=args.force)))
     return 0
 
 
-def _shown(change: Change) -> str:
-    folder = change.action in ("mkdir", "rmdir")
-    return f"{change.scope}:{change.path}" + ("/" if folder else "")
-
-
-def _pending(journal: Journal, args: argparse.Namespace) -> int:
+def _pending(history: History, args: argparse.Namespace) -> int:
     from acp_memory.memory.history.summary import change_json, change_line
 
-    held = journal.held()
+    held = history.held()
     if args.json:
-        print(json.dumps([change_json(h, journal, h.scope) for h in held], ensure_ascii=False))
+        print(json.dumps([change_json(h, history.journal, h.scope) for h in held],
+                         ensure_ascii=False))
     elif not held:
         print("no changes are waiting for approval")
     else:
         for one in held:
-            print(change_line(one, journal))
+            print(change_line(one, history.journal))
         print("approve with `notes approve ID|all`, drop with `notes reject ID|all`")
     return 0
 
 
-def _decide(store: MemoryStore, journal: Journal, args: argparse.Namespace) -> int:
+def _decide(history: History, args: argparse.Namespace) -> int:
     """approve or reject one held change, or all: each that is refused is one line on stderr."""
-    from acp_memory.memory.history.pending import approve, reject
-    from acp_memory.memory.store import NoteError
-
     approving = args.notes_action == "approve"
-    wanted = args.pending_id.strip()
-    ids = [h.id for h in journal.held()] if wanted == "all" else [wanted]
-    if not ids:
+    decisions = history.decide(approving, args.pending_id)
+    if not decisions:
         print("no changes are waiting for approval")
         return 0
-    refused = 0
-    for pending_id in ids:
-        try:
-            held = approve(store, pending_id) if approving else reject(store, pending_id)
-        except NoteError as exc:
-            refused += 1
-            print(f"acp-memory notes: {exc}", file=sys.stderr)
-            continue
-        print(f"{'approved' if approving else 'rejected'} {held.id}: {_held_shown(held)}")
-    return 1 if refused else 0
-
-
-def _held_shown(held: Held) -> str:
-    return f"{held.action} {held.scope}:{held.path}"
+    for d in decisions:
+        if d.refused:
+            print(f"acp-memory notes: {d.refused}", file=sys.stderr)
+        else:
+            print(f"{'approved' if approving else 'rejected'} {d.held.id}: "
+                  f"{d.held.action} {d.held.scope}:{d.held.path}")
+    return 1 if any(d.refused for d in decisions) else 0
 
 
 def _usage(line: str) -> int:

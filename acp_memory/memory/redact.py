@@ -66,6 +66,15 @@ def redact_text(text: str) -> str:
     return redact(text).text if text else text
 
 
+def redact_bytes(data: bytes) -> tuple[bytes, int]:
+    """Bytes (a file's, perhaps not UTF-8) with every secret-looking value replaced, and how
+    many were; bytes that are not UTF-8 pass through unchanged, so that only secrets differ."""
+    if not data:
+        return data, 0
+    red = redact(data.decode("utf-8", "surrogateescape"))
+    return (red.text.encode("utf-8", "surrogateescape") if red.count else data), red.count
+
+
 def redact_json(value: Any) -> Any:
     """A JSON value with each of its strings redacted (keys are kept). A string that holds a
     JSON document (a tool call's arguments) is redacted inside, so that it stays one."""

@@ -55,8 +55,9 @@ def search_notes(
     """At most `limit` notes of the given scopes, best first, with how many matched in all.
 
     With embeddings on, reciprocal rank fusion of the word ranking, the broad any-word one
-    and the vector one; the two word lists alone when the provider fails; without embeddings
-    the word ranking alone, exact identifier matches first.
+    and the vector one (a note in neither word list only at memory.embeddings.min_similarity
+    or nearer); the two word lists alone when the provider fails; without embeddings the word
+    ranking alone, exact identifier matches first.
     """
     parsed = parse_query(query)
     if not parsed.terms:
@@ -93,8 +94,14 @@ def search_notes(
     except EmbeddingsUnavailable as exc:
         unavailable = str(exc)
     else:
-        ranked_lists.append(_best_first((scope, root, rel, score) for scope, root in where
-                                        for rel, score in indexes.nearest(root, vector, DEPTH)))
+        # A vector is always nearest to something: a note no word list holds counts only
+        # when it is near enough, so that a query about nothing in the notes finds nothing.
+        floor = embeddings.settings.min_similarity
+        by_words = {(scope, rel) for ranked in ranked_lists for scope, _, rel, _ in ranked}
+        ranked_lists.append(_best_first(
+            (scope, root, rel, score) for scope, root in where
+            for rel, score in indexes.nearest(root, vector, DEPTH)
+            if score >= floor or (scope, rel) in by_words))
     fused = fuse(ranked_lists)
     hits = _hits(fused, pattern, limit, max(total, len(fused)))
     hits.unavailable = unavailable

@@ -65,6 +65,7 @@ class SaveResult:
     size: int
     previous_size: int | None
     redaction: Redaction
+    change_id: str | None = None  # the write in the history (None when nothing is recorded)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class DeleteResult:
     path: str
     was_folder: bool
     notes_removed: int
+    change_id: str | None = None  # the delete in the history, for its undo
 
 
 def indexes_for(cfg: Config, paths: Paths) -> SearchIndexes:
@@ -285,9 +287,9 @@ class MemoryStore(ClosedOnExit):
                 stale.unlink(missing_ok=True)
             before = Captured(None) if current is None else Captured.note(current)
             with self.recording(loc, "create" if current is None else "update", before,
-                                Captured.note(data)):
+                                Captured.note(data)) as change_id:
                 write_atomic(loc.path, data)
-        return SaveResult(loc.display, previous is not None, len(data), previous, red)
+        return SaveResult(loc.display, previous is not None, len(data), previous, red, change_id)
 
     def prepare_write(
         self, path: str, content: str, extra: Redaction | None = None
@@ -334,13 +336,13 @@ class MemoryStore(ClosedOnExit):
                 if not folders:
                     raise NoteError(f"{loc.display}/ is a folder; nothing was deleted")
                 count = sum(1 for _ in _notes_under(target))
-                with self.recording(loc, "rmdir", capture(target), Captured(None)):
+                with self.recording(loc, "rmdir", capture(target), Captured(None)) as change_id:
                     remove(target)
-                return DeleteResult(loc.display + "/", True, count)
+                return DeleteResult(loc.display + "/", True, count, change_id)
             _check_note_target(loc)
-            with self.recording(loc, "delete", capture(target), Captured(None)):
+            with self.recording(loc, "delete", capture(target), Captured(None)) as change_id:
                 target.unlink()
-            return DeleteResult(loc.display, False, 1)
+            return DeleteResult(loc.display, False, 1, change_id)
 
     def _deletable(self, path: str) -> Location:
         loc = self.locate(path)
@@ -388,23 +390,27 @@ class MemoryStore(ClosedOnExit):
         *,
         undoes: str | None = None,
         source: ChangeSource | None = None,
+        releases: str | None = None,
     ) -> Iterator[str | None]:
         """Journal the change of loc from before to after that the caller makes inside,
         holding the root's lock, as made by source (default the store's); yields the change's
         id (None when nothing is recorded). A journal that cannot be written refuses the
-        change before anything is written."""
+        change before anything is written. `releases`: the held change this one makes,
+        dropped when it completes."""
         if self.journal is None or before.state == after.state:
             yield None  # no history kept, or nothing changes: nothing to record
             return
         try:
             recording = self.journal.recording(
                 (loc.scope, loc.root, loc.rel), action, before, after, source or self.source,
-                current=lambda: capture(loc.path), undoes=undoes)
+                current=lambda: capture(loc.path), undoes=undoes, releases=releases)
             with recording as change_id:
                 yield change_id
         except JournalError as exc:
             raise NoteError(f"cannot record the change of {loc.display} in {exc}; "
                             "nothing was written") from None
+        except MemoryPathError as exc:  # a record of the history that would leave the root
+            raise NoteError(f"cannot {action} {loc.display}: {exc}") from None
 
     @contextlib.contextmanager
     def locked(self, loc: Location, doing: str) -> Iterator[None]:

@@ -4,19 +4,21 @@ terminal a status line while something is under way."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 _DIM = "\x1b[2m"
 _RESET = "\x1b[0m"
 _CLEAR_LINE = "\r\x1b[2K"
 
-# What a run that succeeded did, when its records say more than its update (printmode.memory).
-RunOutcome = Literal["saved", "nothing found"]
+# What a run that succeeded did, when its records say more than its update (printmode.memory):
+# `saved`, `nothing found`, or `held 1 change for approval (pnd_…)`.
+RunOutcome = str
 
 
 def memory_line(update: dict[str, Any], outcome: RunOutcome | None = None) -> str | None:
     """The console line of a memory_run update (the seed's wording), None for `started`;
-    a run that saved or deleted says saved, one that found no note says nothing found."""
+    a run that saved or deleted says saved, one that found no note says nothing found, one
+    whose changes wait for approval says how many and their ids."""
     status = update.get("status")
     if status == "skipped":
         return f"memory: skipped - {update.get('reason', '')}"
@@ -49,6 +51,10 @@ class Console:
         self._status = False
         # Called before anything is written: stdout on the same terminal ends its line.
         self.before_line: Callable[[], None] | None = None
+        # Whether the reply on stdout is mid-line; a line then waits for `line_start`, so that
+        # with both streams in one file (2>&1) it never splits a line of the reply.
+        self.mid_line: Callable[[], bool] | None = None
+        self._waiting: list[str] = []
 
     def line(self, text: str, *, dim: bool = False) -> None:
         self.clear_status()
@@ -56,6 +62,18 @@ class Console:
             self.before_line()
         if dim and self.terminal:
             text = f"{_DIM}{text}{_RESET}"
+        if self.mid_line is not None and self.mid_line():
+            self._waiting.append(text)
+            return
+        self._write(text)
+
+    def line_start(self) -> None:
+        """The reply on stdout is at the start of a line: the lines that waited for it."""
+        waiting, self._waiting = self._waiting, []
+        for text in waiting:
+            self._write(text)
+
+    def _write(self, text: str) -> None:
         self.err.write(text + "\n")
         self.err.flush()
 

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import anyio
 
 from acp_memory.clock import Clock
+from acp_memory.memory.history.summary import counted
 from acp_memory.memory.review import HELD_PREFIX
 from acp_memory.memory.tools import came_back_empty
 from acp_memory.printmode.console import Console, RunOutcome
@@ -47,6 +48,15 @@ def changed_notes(messages: Sequence[TranscriptMessage]) -> bool:
         and not m.content.startswith(HELD_PREFIX)
         for m in messages
     )
+
+
+def held_changes(messages: Sequence[TranscriptMessage]) -> list[str]:
+    """The pending ids of the changes a memory run's transcript holds for approval."""
+    return [
+        m.content[len(HELD_PREFIX):].split(")", 1)[0]
+        for m in messages
+        if m.role == "tool" and m.name in CHANGING_TOOLS and m.content.startswith(HELD_PREFIX)
+    ]
 
 
 def found_nothing(messages: Sequence[TranscriptMessage]) -> bool:
@@ -145,8 +155,9 @@ class MemoryWatch:
         self.console.memory(update, await self._outcome(update))
 
     async def _outcome(self, update: dict[str, Any]) -> RunOutcome | None:
-        """What a run that succeeded did, as its own records say: its transcript holds a
-        save or a delete, or its report is the memory agent's word for no hits."""
+        """What a run that succeeded did, as its own records say: its transcript holds changes
+        held for approval, a save or a delete, or its report is the memory agent's word for
+        no hits."""
         if update.get("status") != "finished" or update.get("taskStatus") != "succeeded":
             return None
         child = update.get("childSessionId")
@@ -156,6 +167,8 @@ class MemoryWatch:
                 messages = (await anyio.to_thread.run_sync(load_bundle, folder)).messages
             except (BundleError, SessionNotFound, OSError):
                 messages = []  # no transcript to read: told by its report alone
+            if held := held_changes(messages):  # before found_nothing: its search found none
+                return f"held {counted(len(held), 'change')} for approval ({', '.join(held)})"
             if changed_notes(messages):
                 return "saved"
             if found_nothing(messages):  # a forget of no note, a refused save: not a recall

@@ -4,6 +4,7 @@ JSON line per session update followed by that result."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
 from acp_memory.engine.events import TurnEvent
@@ -36,14 +37,26 @@ class TextOutput:
         self.out = Stdout(out)
         self._line_open = False  # the reply's last line has no newline yet
         self._broken = False  # break_line ended a line the reply had not ended
+        # Told each time the reply (written and flushed) is at the start of a line.
+        self.line_start: Callable[[], None] | None = None
 
     def text(self, piece: str) -> None:
         if self._broken and piece.startswith("\n"):
             piece = piece[1:]  # that break already stands for the separator's first newline
         if piece:
             self._broken = False
-            self.out.write(piece)
-            self._line_open = not piece.endswith("\n")
+            ended, newline, rest = piece.rpartition("\n")
+            if newline:
+                self.out.write(ended + newline)
+                self._line_open = False
+                self._at_line_start()
+            if rest:
+                self.out.write(rest)
+                self._line_open = True
+
+    def mid_line(self) -> bool:
+        """Whether the reply's last line has no newline yet."""
+        return self._line_open
 
     def break_line(self) -> None:
         """End the line the reply is in, for a console line on the same terminal."""
@@ -58,6 +71,7 @@ class TextOutput:
 
     def end_reply(self) -> None:
         self._end_line()  # a partial reply too: the shell prompt starts on its own line
+        self._at_line_start()
 
     def result(self, result: dict[str, Any]) -> None:
         self.end_reply()
@@ -68,6 +82,10 @@ class TextOutput:
         self.out.write("\n")
         self._line_open = False
         return True
+
+    def _at_line_start(self) -> None:
+        if self.line_start is not None:
+            self.line_start()
 
 
 class JsonOutput:

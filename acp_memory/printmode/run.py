@@ -52,6 +52,7 @@ from acp_memory.sessions.lock import BundleBusy
 from acp_memory.sessions.store import BundleError, Session, SessionNotFound
 from acp_memory.signals import cancel_when_set, until_signalled
 from acp_memory.stderr import error
+from acp_memory.tasks.reaper import become_subreaper
 
 # The MCP client's logger: its warnings name each server that failed.
 MCP_LOG = logging.getLogger("acp_memory.mcpclient")
@@ -82,6 +83,7 @@ def run_print_mode(cfg: Config, paths: Paths, options: PrintOptions) -> int:
         error(failure.line)
         end_with_failure(options.output_format, sys.stdout, failure.code, failure.line)
         return failure.code
+    become_subreaper()  # what its MCP servers leave behind is its own to end and reap
     with _said_on_the_console():
         return anyio.run(_main, cfg, paths, options, text)
 
@@ -125,6 +127,11 @@ async def _main(cfg: Config, paths: Paths, options: PrintOptions, text: str) -> 
     if isinstance(output, TextOutput) and sys.stdout.isatty() and console.terminal:
         # One terminal for both streams: a stderr line never lands mid-line in the reply.
         console.before_line = output.break_line
+    elif isinstance(output, TextOutput):
+        # Maybe one file for both (2>&1): a stderr line waits for the reply's line to end,
+        # which leaves each stream as it would be alone.
+        console.mid_line = output.mid_line
+        output.line_start = console.line_start
     async with ProviderHub(cfg) as hub:
         runner = build_runner(cfg, paths, hub)
         # Print mode waits for its memory run itself, within the run's timeout; a process

@@ -1,8 +1,9 @@
 """The editor's place in print mode, where nobody is there to ask: no files or terminals of its
 own (the tools use the local disk and local processes), and permission requests answered at
-once, allowed with --yes and otherwise denied with a line on stderr. A memory change under
-memory.review: ask is never asked about either: --yes makes it, otherwise it is held for
-approval, with a line on stderr saying how to approve it."""
+once, allowed with --yes and otherwise denied with a line on stderr (the call fails saying
+nobody was asked). A memory change under memory.review: ask is never asked about either:
+--yes makes it, otherwise it is held for approval, with a line on stderr saying how to
+approve it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from acp_memory.editor import TerminalExit, TerminalOutput
 from acp_memory.tools.base import ToolError
 
 NO_EDITOR = "print mode has no editor"
+# What the model reads of a call that needed permission without --yes.
+NOBODY_ASKED = "not run: print mode asks nobody; pass --yes or set tools.permission_mode"
 
 
 class Unattended:
@@ -35,6 +38,8 @@ class Unattended:
     async def request_permission(
         self, session_id: str, tool_call: Mapping[str, Any], options: Sequence[Mapping[str, str]]
     ) -> str | None:
+        """Allowed with --yes; otherwise a line on stderr, and the call fails with why (a
+        rejection would tell the model that somebody was asked and said no)."""
         if self.allow:
             return "allow_once"
         title = tool_call.get("title") or "a tool call"
@@ -42,7 +47,7 @@ class Unattended:
             f"denied: {title} needs permission (tools.permission_mode is "
             f"{self.permission_mode}); --yes allows it"
         )
-        return "reject_once"
+        raise ToolError(NOBODY_ASKED)
 
     async def review(
         self, session_id: str, tool_call: Mapping[str, Any], options: Sequence[Mapping[str, str]]

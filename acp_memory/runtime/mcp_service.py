@@ -1,9 +1,11 @@
 """The MCP servers of each session in one surface: opened in the background when the editor
-names them (session/new, load, resume), the config's `mcp.servers` joined to them, waited for
+names them (session/new, load, resume), the config's `mcp.servers` (and with
+`mcp.project_file: allow` the session's `<cwd>/.mcp.json`) joined to them, waited for
 by a turn, stopped with their session or when the surface stops.
 
 The runner owns the service, and the service's connections are tasks of the runner's group,
-so none outlives the surface (the SDK kills a stdio server's process group on the way out).
+so none outlives the surface (a stdio server's process group, and whatever else it started,
+is ended on the way out).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import TYPE_CHECKING
 
 from anyio.abc import TaskGroup
 
+from acp_memory.clock import Clock
 from acp_memory.config import Config
 from acp_memory.engine.events import Emit, ServerNotice
-from acp_memory.mcpclient.configured import specs_from_config
+from acp_memory.mcpclient.configured import configured_specs
 from acp_memory.mcpclient.specs import ServerSpec, merged
 from acp_memory.sessions.store import Session
 from acp_memory.tools.base import Tool
@@ -31,21 +34,25 @@ log = logging.getLogger(__name__)
 class McpService:
     """The servers of each session, by session id."""
 
-    def __init__(self, cfg: Config, owner: Callable[[], TaskGroup]) -> None:
+    def __init__(
+        self, cfg: Config, owner: Callable[[], TaskGroup], clock: Callable[[], Clock] = Clock
+    ) -> None:
         self.cfg = cfg
         self.owner = owner
+        self.clock = clock  # the runner's: bounds each tool call (mcp.call_timeout_seconds)
         # What each session was opened with, kept after its servers stop (an idle session
         # let go), so that its next turn starts them again.
         self._specs: dict[str, list[ServerSpec]] = {}
         self._groups: dict[str, ServerGroup] = {}
 
     def open(self, session: Session, editor_specs: Sequence[ServerSpec]) -> None:
-        """Start the session's servers in the background (the editor's, then the config's of
-        other names), stopping those it had; returns at once. A child session has none."""
+        """Start the session's servers in the background (the editor's, then those of the
+        project file and the config of other names), stopping those it had; returns at once.
+        A child session has none."""
         if session.record.subagent_run:
             return
         self.release(session.id)
-        if specs := merged(editor_specs, specs_from_config(self.cfg)):
+        if specs := merged(editor_specs, self._configured(session)):
             self._specs[session.id] = specs
             self._start(session)
         else:
@@ -59,19 +66,20 @@ class McpService:
 
         timeout = self.cfg.mcp.startup_timeout_seconds
         group = self._groups[session.id] = ServerGroup(
-            specs, Path(session.record.cwd), timeout, self.owner
+            specs, Path(session.record.cwd), timeout, self.owner,
+            call_timeout=self.cfg.mcp.call_timeout_seconds, clock=self.clock,
         )
         group.start()
         return group
 
     async def turn_tools(self, session: Session, emit: Emit) -> list[Tool]:
         """The MCP tools a turn of `session` is offered in its mode: its servers started when
-        they are not (a surface that never opened them gets the config's), a dead one started
-        again, all waited for within the start timeout; each failure is one line on the turn's
-        stream (`MCP server <name>: <reason>`), and the turn goes on without that server."""
+        they are not (a surface that never opened them gets the configured ones), a dead one
+        started again, all waited for within the start timeout; each failure is one line on the
+        turn's stream (`MCP server <name>: <reason>`), and the turn goes on without that server."""
         if session.record.subagent_run:
             return []  # children never get MCP tools
-        if session.id not in self._specs and (configured := specs_from_config(self.cfg)):
+        if session.id not in self._specs and (configured := self._configured(session)):
             self._specs[session.id] = configured
         group = self._groups.get(session.id) or self._start(session)
         if group is None:
@@ -83,6 +91,9 @@ class McpService:
         from acp_memory.tools.mcp import mcp_tools
 
         return list(mcp_tools(group.alive(), session.record.mode))
+
+    def _configured(self, session: Session) -> list[ServerSpec]:
+        return configured_specs(self.cfg, Path(session.record.cwd))
 
     def release(self, session_id: str) -> None:
         """Stop the session's servers (it was let go, or opened again); its next turn starts

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from acp_memory.config.models import Config, MemoryConfig
+from acp_memory.config.models import OFFLINE_MODEL_ID, Config, MemoryConfig
 from acp_memory.engine.prompt import Templates
 from acp_memory.memory.redact import redact_text
 from acp_memory.memory.review import Review
@@ -118,20 +118,41 @@ def memory_tool_set(
     return ToolSet(tools, "the memory subagent")
 
 
+def is_memory_model(cfg: Config, model_id: str) -> bool:
+    """Whether memory.model or a fallback may name this model: a configured one, or the
+    built-in offline model, which is always there."""
+    return model_id == OFFLINE_MODEL_ID or model_id in cfg.model_ids()
+
+
 def memory_model_id(cfg: Config, session_model_id: str) -> str:
-    """memory.model when it names a configured model, else the session's model."""
+    """memory.model when it names a model (is_memory_model), else the session's model."""
     wanted = cfg.memory.model.strip()
-    return wanted if wanted and wanted in cfg.model_ids() else session_model_id
+    return wanted if wanted and is_memory_model(cfg, wanted) else session_model_id
 
 
 def memory_model_chain(cfg: Config, session_model_id: str) -> list[str]:
-    """The models a run tries in order: memory_model_id, then the configured ones among
-    memory.fallback_models, then the session's model as the last resort; no repeats."""
-    configured = set(cfg.model_ids())
+    """The models a run tries in order: memory_model_id, then those of
+    memory.fallback_models that name a model, then the session's model as the last resort;
+    no repeats."""
     chain = [memory_model_id(cfg, session_model_id)]
-    chain += [m.strip() for m in cfg.memory.fallback_models if m.strip() in configured]
+    chain += [m.strip() for m in cfg.memory.fallback_models if is_memory_model(cfg, m.strip())]
     chain.append(session_model_id)
     return list(dict.fromkeys(chain))
+
+
+def memory_model_warnings(cfg: Config) -> list[str]:
+    """A line for memory.model and each fallback naming no model: a run passes them over
+    (the start's log and `doctor` say so, never silent)."""
+    lines = []
+    wanted = cfg.memory.model.strip()
+    if wanted and not is_memory_model(cfg, wanted):
+        lines.append(f"memory.model {wanted!r} is not among models[]: memory runs use the "
+                     "session's model")
+    for index, model in enumerate(cfg.memory.fallback_models):
+        if model.strip() and not is_memory_model(cfg, model.strip()):
+            lines.append(f"memory.fallback_models[{index}] {model.strip()!r} is not among "
+                         "models[]: memory runs skip it")
+    return lines
 
 
 def memory_max_turns(cfg: Config) -> int:

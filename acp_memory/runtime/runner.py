@@ -35,6 +35,7 @@ from acp_memory.llm.usage import UsageMeter
 from acp_memory.memory.inline import session_memory
 from acp_memory.memory.review import TurnQuestions, reviewer_for
 from acp_memory.runtime.mcp_service import McpService
+from acp_memory.runtime.memory_agent import memory_model_warnings
 from acp_memory.runtime.memory_run import MemoryRun, NotifyMemory
 from acp_memory.runtime.memory_service import MemoryHost, MemoryService
 from acp_memory.runtime.subagents import Subagents
@@ -44,6 +45,7 @@ from acp_memory.sessions.model import ImagePart, PromptPart, TranscriptMessage, 
 from acp_memory.sessions.store import Session, SessionStore
 from acp_memory.tasks.pool import PoolSettings, TaskPool
 from acp_memory.tasks.process import KILL_GRACE_SECONDS, groups_killed_on_termination
+from acp_memory.tasks.reaper import is_subreaper, reap_adopted_forever
 from acp_memory.tools.base import ToolContext
 from acp_memory.tools.permissions import GRANTS_FILE, PermissionGate
 from acp_memory.tools.registry import ToolSet
@@ -112,7 +114,7 @@ class SessionRunner:
         self.clock = Clock()
         self.usage = UsageReports()  # the usage_update of the main agent's answers
         # Each session's MCP servers, tasks of the owner group like the pools.
-        self.mcp = McpService(cfg, owner=lambda: self.owner)
+        self.mcp = McpService(cfg, owner=lambda: self.owner, clock=lambda: self.clock)
         # The memory runs, their bounds and the search indexes; memory on or off (the notes
         # routes share the indexes).
         self.memory = MemoryService(
@@ -139,10 +141,14 @@ class SessionRunner:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[SessionRunner]:
         """Own the background work of every session until the block ends, then stop it."""
+        for line in memory_model_warnings(self.cfg):
+            log.warning("%s", line)  # once, at the start of the surface
         try:
             with groups_killed_on_termination():
                 async with anyio.create_task_group() as tg:
                     self._owner = tg
+                    if is_subreaper():  # what it adopted is its own to reap
+                        tg.start_soon(reap_adopted_forever)
                     try:
                         yield self
                     finally:

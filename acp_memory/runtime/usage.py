@@ -8,8 +8,8 @@ import logging
 
 from acp_memory.engine.events import ContextUsage, Emit
 from acp_memory.llm.registry import ModelHandle
-from acp_memory.llm.types import Usage
-from acp_memory.llm.usage import UsageMeter, call_cost
+from acp_memory.llm.types import Finished, Usage
+from acp_memory.llm.usage import UsageMeter, call_cost, void_line
 from acp_memory.llm.windows import context_window
 from acp_memory.sessions.model import SessionCost
 from acp_memory.sessions.store import Session
@@ -22,6 +22,7 @@ class UsageReports:
 
     def __init__(self) -> None:
         self._unsized: set[str] = set()  # models without a known window, told once each
+        self._voided: set[str] = set()  # sessions told that a provider's usage was void
 
     def turn(self, session: Session, meter: UsageMeter, emit: Emit) -> TurnUsage:
         """The usage of one turn of `session`, counted in `meter`, reported on `emit`."""
@@ -41,6 +42,13 @@ class UsageReports:
         return size
 
 
+    def void(self, session: Session, model: ModelHandle, why: str) -> None:
+        """An answer's usage was void (absurd or malformed counts): said once per session."""
+        if session.id not in self._voided:
+            self._voided.add(session.id)
+            log.warning("session %s: %s", session.id, void_line(model.model_id, why))
+
+
 class TurnUsage:
     """One turn's main-agent calls: metered, each answer told as a ContextUsage."""
 
@@ -55,9 +63,12 @@ class TurnUsage:
     def metered(self, model: ModelHandle) -> ModelHandle:
         """`model`, its calls counted and reported."""
 
-        async def answered(usage: Usage | None) -> None:
+        async def answered(finished: Finished) -> None:
+            usage = finished.usage
+            if finished.usage_void:
+                self.reports.void(self.session, model, finished.usage_void)
             if usage is None:
-                return  # the provider reported nothing: no numbers to show
+                return  # the provider reported nothing usable: no numbers to show
             cost = self._charge(model, usage)
             size = self.reports.window(model)
             if size is None:

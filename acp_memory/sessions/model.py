@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 import uuid
 from collections.abc import Sequence
@@ -25,14 +26,18 @@ def new_message_id() -> str:
     return str(uuid.uuid4())
 
 
+# Every surface takes the ids new_session_id() makes and the ones a user names (`acp
+# --session-id example-acp-models`, as the reference agent allows): each is a safe folder name,
+# never `.`, `..`, hidden or a path. Names differing in case only are the user's to keep apart:
+# a bundle is opened only when its session.json holds the id asked for (SessionStore.load).
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+SESSION_ID_RULE = "1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit"
+
+
 def is_session_id(value: str) -> bool:
-    """Whether `value` has the shape new_session_id() makes (and so is a safe folder name)."""
-    digits = value.removeprefix("sess_")
-    return (
-        value.startswith("sess_")
-        and len(digits) == 24
-        and all(c in "0123456789abcdef" for c in digits)
-    )
+    """Whether `value` can name a session (see SESSION_ID_RULE): the one check of every
+    surface, and what keeps a bundle's folder inside the sessions folder."""
+    return _SESSION_ID.fullmatch(value) is not None
 
 
 class SessionCost(CamelModel):

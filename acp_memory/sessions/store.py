@@ -230,7 +230,12 @@ class SessionStore:
         """
         if not is_session_id(session_id):
             raise SessionNotFound(session_id)
-        return load_bundle(self.locate(session_id))
+        session = load_bundle(self.locate(session_id))
+        if session.record.id != session_id:
+            # Another session's bundle: a case-insensitive file system finds `Foo` for `foo`.
+            session.close()
+            raise SessionNotFound(session_id)
+        return session
 
     def locate(self, session_id: str) -> Path:
         """The folder of a session's bundle: top-level, else the child of some session."""
@@ -238,7 +243,7 @@ class SessionStore:
         if top.is_dir() or not is_session_id(session_id):
             return top
         for depth in range(1, MAX_NESTING + 1):
-            pattern = "/".join(["sess_*", SUBAGENTS_DIR] * depth) + f"/{session_id}"
+            pattern = "/".join(["*", SUBAGENTS_DIR] * depth) + f"/{session_id}"
             for folder in self.root.glob(pattern):
                 return folder
         return top
@@ -249,7 +254,7 @@ class SessionStore:
         if not self.root.is_dir():
             return records
         for entry in self.root.iterdir():
-            if not entry.name.startswith("sess_"):
+            if not is_session_id(entry.name) or not entry.is_dir():
                 continue
             try:
                 record = _read_record(entry / SESSION_FILE)

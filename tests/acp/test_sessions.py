@@ -3,17 +3,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 
 import pytest
 from acp import RequestError, text_block
 from acp.schema import EnvVariable, McpServerStdio
 from harness import in_process_agent
+from test_session_lifecycle import request
 
 from acp_memory.acp.server import build_agent
 from acp_memory.llm.registry import ProviderHub
 from acp_memory.sessions.model import TranscriptMessage
-from acp_memory.sessions.store import Session, SessionStore
+from acp_memory.sessions.store import Session, SessionNotFound, SessionStore
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +39,7 @@ async def test_new_session_writes_a_bundle_with_the_documented_fields(cfg, paths
     assert record["version"] == 1 and "updatedAt" in record and record["agentMemory"] == ""
     assert record["mcpServers"][0]["command"] == "/usr/bin/mcp-files"
     # Credentials handed to MCP servers are never written to disk.
-    assert record["mcpServers"][0]["env"] == [{"name": "GITHUB_TOKEN", "value": "[REDACTED]"}]
+    assert record["mcpServers"][0]["env"] == [{"name": "GITHUB_TOKEN", "value": "***"}]
     assert "ghp_supersecretvalue" not in (paths.sessions_dir / sid / "session.json").read_text()
     messages = json.loads((paths.sessions_dir / sid / "messages.json").read_text())
     assert messages == {"version": 1, "messages": []}
@@ -365,7 +367,60 @@ async def test_session_id_of_a_folder_without_its_record_is_refused_and_left_unt
     assert (folder / "messages.json").read_text() == '{"version":1,"messages":[]}  '
 
 
-@pytest.mark.parametrize("bad", ["../escape", "sess_../../escape", "sess_0123"])
+async def test_a_session_id_the_user_chose_works_on_every_acp_request(cfg, paths):
+    # The reference agent's model-selector script names its session so.
+    named = "example-acp-models"
+    async with in_process_agent(cfg, paths, _named_agent(cfg, paths, named)) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        first = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+        await ed.conn.prompt(session_id=named, prompt=[text_block("remember kiwi")])
+        await ed.conn.close_session(session_id=named)
+    async with in_process_agent(cfg, paths) as ed:  # a new process: only the disk knows
+        await ed.conn.initialize(protocol_version=1)
+        listed = await ed.conn.list_sessions(cwd=str(paths.cwd))
+        await ed.conn.load_session(session_id=named, cwd=str(paths.cwd), mcp_servers=[])
+        said = ed.client.text(named, "user_message_chunk")
+        await ed.conn.resume_session(session_id=named, cwd=str(paths.cwd))
+        await ed.conn.prompt(session_id=named, prompt=[text_block("what did I say?")])
+        continued = ed.client.text(named)
+        assert await request(ed, "session/delete", {"sessionId": named}) == {}
+    assert first.session_id == named and [s.session_id for s in listed.sessions] == [named]
+    assert said == "remember kiwi" and 'previous message was: "remember kiwi"' in continued
+    assert not (paths.sessions_dir / named).exists()
+
+
+def test_a_session_id_is_any_safe_folder_name_and_the_ones_made_stay_sess_hex(paths):
+    store = SessionStore(paths.sessions_dir)
+    for named in ("example-acp-models", "A", "9.x_y-z", "x" * 64, "sess_0123"):
+        store.create(cwd=str(paths.cwd), model_id="offline/default", session_id=named).close()
+        assert store.load(named).id == named
+    made = store.create(cwd=str(paths.cwd), model_id="offline/default")
+    assert re.fullmatch(r"sess_[0-9a-f]{24}", made.id)
+    # A memory run's child of a named session is found under it as under any other.
+    parent = store.load("example-acp-models")
+    child = _memory_child(store, parent, "bg_1")
+    assert store.load(child.id).record.parent_session_id == "example-acp-models"
+
+
+async def test_a_bundle_opens_only_under_the_id_its_record_holds(cfg, paths):
+    # What a case-insensitive file system does when asked for `Kiwi` beside a `kiwi` bundle.
+    store = SessionStore(paths.sessions_dir)
+    store.create(cwd=str(paths.cwd), model_id="offline/default", session_id="kiwi").close()
+    shutil.copytree(paths.sessions_dir / "kiwi", paths.sessions_dir / "Kiwi")
+    record = (paths.sessions_dir / "Kiwi" / "session.json").read_text()
+    with pytest.raises(SessionNotFound):
+        store.load("Kiwi")
+    async with in_process_agent(cfg, paths, _named_agent(cfg, paths, "Kiwi")) as ed:
+        await ed.conn.initialize(protocol_version=1)
+        with pytest.raises(RequestError) as err:
+            await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[])
+    assert err.value.code == -32002 and "is another session's" in str(err.value)
+    assert (paths.sessions_dir / "Kiwi" / "session.json").read_text() == record
+
+
+@pytest.mark.parametrize(
+    "bad", ["../escape", "sess_../../escape", ".hidden", "-flag", "a b", "x" * 65, "a/b", "é"]
+)
 def test_a_bundle_is_made_only_under_a_session_id(paths, bad):
     store = SessionStore(paths.sessions_dir)
     with pytest.raises(ValueError, match="not a session id"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from harness import Editor
 from acp_memory.config import Config
 from acp_memory.config.loader import parse_config, read_raw
 from acp_memory.config.models import MemoryConfig, ModelConfig, ModelPrice
-from acp_memory.llm.types import Usage
+from acp_memory.llm.registry import ModelHandle
+from acp_memory.llm.types import ChatRequest, Finished, StreamEvent, Usage
 from acp_memory.llm.usage import UsageMeter
 from acp_memory.llm.windows import context_window
 
@@ -132,6 +134,29 @@ def test_the_meter_counts_cache_writes_and_calls_that_reported_nothing():
                                "cachedWriteTokens": 30, "totalTokens": 110}
 
 
+class VoidUsageProvider:
+    """Answers every call with a usage its provider voided."""
+
+    name = "void"
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        yield Finished("stop", None, "a malformed usage block: {}")
+
+
+async def test_a_meter_no_one_listens_to_logs_a_void_usage_once(caplog):
+    # A memory run's meter: one per run, whose child is a session of its own.
+    caplog.set_level(logging.WARNING, logger="acp_memory")
+    meter = UsageMeter()
+    handle = meter.wrap(ModelHandle("void/m", VoidUsageProvider(), ModelConfig(model="void/m")))
+    for _ in range(2):
+        async for _event in handle.stream(ChatRequest("m", [])):
+            pass
+    assert meter.model_calls == 2 and meter.as_json()["totalTokens"] == 0
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["ignoring the usage model void/m reported: a malformed usage block: {} (no "
+                    "usage_update, no cost, not in the turn's usage; said once per session)"]
+
+
 async def test_the_cost_adds_up_across_the_turns_of_a_session_and_is_kept(paths):
     price = ModelPrice(input=2, cached_input=0.5, output=10, currency="EUR")
     async with FakeOpenAI() as server:
@@ -153,6 +178,35 @@ async def test_the_cost_adds_up_across_the_turns_of_a_session_and_is_kept(paths)
     assert [a["usage"] for a in answers] == [usage(1000, 100, 400), usage(2000, 50, 1000)]
     record = json.loads((paths.sessions_dir / sid / "session.json").read_text())
     assert record["cost"] == {"amount": pytest.approx(0.0054), "currency": "EUR"}
+
+
+@pytest.mark.parametrize("absurd", [10**30, 10**12 + 1, -1, 12.5])
+async def test_an_absurd_token_count_voids_that_answers_usage_and_is_logged_once_per_session(
+    paths, caplog, absurd
+):
+    caplog.set_level(logging.WARNING, logger="acp_memory")
+    price = ModelPrice(input=1, output=1)
+    async with FakeOpenAI() as server:
+        server.script(
+            text("one").costing(1000, 100),
+            text("two").costing(absurd, 5),
+            text("three").costing(absurd, 5),
+            text("four").costing(2000.0, 10),  # 2000.0 counts as 2000
+        )
+        cfg = sized(fake_config(server.base_url), price=price)
+        async with turn_agent(cfg, paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            for word in ("first", "second", "third", "fourth"):
+                assert await prompt(ed, sid, word) == "end_turn"
+            sent = wire_usage_updates(ed)
+            answers = prompt_answers(ed)
+    # No usage_update and no cost for the void answers; the others count as ever.
+    assert [u["used"] for u in sent] == [1100, 2010]
+    assert [u["cost"]["amount"] for u in sent] == [pytest.approx(0.0011), pytest.approx(0.00311)]
+    assert [a["usage"] for a in answers] == [usage(1000, 100), usage(0, 0), usage(0, 0),
+                                             usage(2000, 10)]
+    said = [r.getMessage() for r in caplog.records if "ignoring the usage" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(f"session {sid}: ignoring the usage model ")
 
 
 async def test_a_session_loaded_again_goes_on_from_its_kept_cost(paths):

@@ -49,7 +49,7 @@ def test_a_notes_history_undoes_a_save_and_undoes_anyway_over_a_later_change(pag
 
     page.all("#history-list .change")[2].find_element("css selector", "button.undo").click()
     conflict = page.wait(lambda: page.text("#history-list .conflict .message"), "the refusal")
-    assert "was changed again since" in conflict and "workspace:port.md" in conflict
+    assert "workspace:port.md changed since (chg_" in conflict and "undoes anyway" in conflict
     assert note.exists()
     page.one("#history-list .conflict button.undo-anyway").click()
     page.wait(lambda: page.one("#note").get_attribute("hidden") is not None, "the note closed")

@@ -322,3 +322,62 @@ def test_print_mode_with_a_session_it_cannot_save_is_one_line_said_once(
     )
     # Its warning would say the same line again on print mode's stderr.
     assert not [r for r in caplog.records if r.name == "acp_memory.runtime.table"]
+
+
+def doctor_findings(tmp_path: Path, yaml_text: str) -> list[str]:
+    """Every finding of `doctor` on a config file of this text, as it prints them."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml_text)
+    paths = resolve_paths(home=str(tmp_path / "home"), config=str(cfg), cwd=str(tmp_path))
+    return [str(f) for f in check(paths, explicit=True)]
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "key", "line"),
+    [
+        ("memory: {enable: true}\n", None,
+         "ok: new sessions use offline/default (the built-in offline model: no models are "
+         "configured)"),
+        ("models: [{model: offline/default}, {model: offline/second}]\n", None,
+         "ok: new sessions use offline/default (the first of models[], as agent.model is "
+         "empty)"),
+        ("agent: {model: offline/second}\n", "sk-o", "ok: new sessions use offline/second "
+         "(agent.model)"),
+        ("agent: {model: auto}\n", "sk-o", "ok: new sessions use openai/gpt-4.1-mini "
+         "(agent.model: auto; OPENAI_API_KEY is set)"),
+        ("agent: {model: auto}\n", None, "ok: new sessions use offline/default (agent.model: "
+         "auto; the built-in offline model; set OPENAI_API_KEY or ANTHROPIC_API_KEY for "
+         "another)"),
+    ],
+)
+def test_doctor_names_the_model_new_sessions_use_and_why(
+    tmp_path, monkeypatch, yaml_text, key, line
+):
+    if key:
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+    assert line in doctor_findings(tmp_path, yaml_text)
+
+
+def test_doctor_warns_of_a_memory_model_naming_no_model_but_not_of_the_offline_one(tmp_path):
+    found = doctor_findings(
+        tmp_path,
+        "memory: {enable: true, model: offline/other, fallback_models: [offline/default]}\n",
+    )
+    assert [f for f in found if f.startswith("warning:")] == [
+        "warning: memory.model 'offline/other' is not among models[]: memory runs use the "
+        "session's model"
+    ]
+
+
+def test_doctor_warns_of_a_price_that_no_usage_update_can_carry(tmp_path):
+    found = doctor_findings(tmp_path, (
+        "providers: [{name: local, type: openai, api_base: 'http://127.0.0.1:9/v1'}]\n"
+        "models:\n"
+        "  - {model: local/qwen3, price: {input: 1, output: 1}}\n"
+        "  - {model: local/sized, context_window: 8192, price: {input: 1, output: 1}}\n"
+        "  - {model: local/free}\n"
+    ))
+    assert [f for f in found if ".price" in f] == [
+        "warning: models[0].price is set but its context window is unknown: no usage_update, "
+        "no cost"
+    ]

@@ -59,16 +59,20 @@ class Done:
         return self.stderr.splitlines()
 
 
-async def print_mode(*args: str, home: Path, cwd: Path, stdin: str = "") -> Done:
-    """`python -m acp_memory --cwd CWD ARGS` to its end."""
+async def print_mode(
+    *args: str, home: Path, cwd: Path, stdin: str = "", merged: bool = False
+) -> Done:
+    """`python -m acp_memory --cwd CWD ARGS` to its end; `merged`: stderr into stdout's pipe
+    (`2>&1`), Done.stderr then empty."""
     env = {**os.environ, "ACP_MEMORY_HOME": str(home)}
     env.pop("OPENAI_API_KEY", None)
     command = [sys.executable, "-m", "acp_memory", "--cwd", str(cwd), *args]
+    stderr = subprocess.STDOUT if merged else subprocess.PIPE
     with anyio.fail_after(WAIT):
         done = await anyio.run_process(
-            command, input=stdin.encode(), check=False, env=env, cwd=cwd
+            command, input=stdin.encode(), check=False, env=env, cwd=cwd, stderr=stderr
         )
-    return Done(done.returncode, done.stdout.decode(), done.stderr.decode())
+    return Done(done.returncode, done.stdout.decode(), (done.stderr or b"").decode())
 
 
 @pytest.fixture
@@ -438,7 +442,44 @@ async def test_stream_json_prints_each_update_as_it_happens_then_the_result(home
     assert last["usage"]["inputTokens"] > 0 and last["usage"]["outputTokens"] > 0
 
 
+# The reference agent's memory script, on the offline model.
+
+
+@pytest.mark.subprocess
+async def test_a_fact_a_lasting_line_points_back_to_is_saved_and_a_fresh_session_recalls_it(
+    home, project
+):
+    configure(home, "memory: {enable: true}\n")
+    persist = (
+        "Pick a fruit and state it as a single sentence that includes the codeword "
+        "MEMFRUIT_7Q2X verbatim.\n"
+        "After stating it, add one line explaining that this fact should be remembered.\n"
+        "Avoid tools."
+    )
+    done = await print_mode("-p", persist, home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    assert [p for p in (home / "memory").rglob("*.md") if "MEMFRUIT_7Q2X" in p.read_text()]
+    asked = await print_mode("-p", "What is the fruit codeword?", home=home, cwd=project)
+    assert asked.code == 0, asked.stderr
+    assert "MEMFRUIT_7Q2X" in asked.stdout, asked.stdout
+
+
 # -c and --resume.
+
+
+@pytest.mark.subprocess
+async def test_resume_opens_a_session_whose_id_the_user_chose(home, project):
+    # As `acp --session-id example-acp-models` makes one.
+    SessionStore(home / "sessions").create(
+        cwd=str(project), model_id="offline/default", session_id="example-acp-models",
+        messages=[TranscriptMessage(role="user", content="the code is 4711")],
+    ).close()
+    done = await print_mode("--resume", "example-acp-models", "-p", "and then",
+                            "--output-format", "json", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    result = result_of(done)
+    assert result["sessionId"] == "example-acp-models"
+    assert 'Your previous message was: "the code is 4711"' in result["result"]
 
 
 @pytest.mark.subprocess
@@ -492,10 +533,36 @@ async def test_ask_mode_denies_a_write_with_a_line_unless_yes(home, project):
         "--yes allows it"
     ) in done.lines
     assert "tool: Write new.md (failed)" in done.lines
+    # The model (the offline one repeats the tool's result) reads that nobody was asked.
+    assert done.stdout.rstrip("\n").endswith(
+        "\nError: not run: print mode asks nobody; pass --yes or set tools.permission_mode"
+    ), done.stdout
     done = await print_mode("-p", prompt, "--yes", home=home, cwd=project)
     assert done.code == 0, done.stderr
     assert (project / "new.md").read_text() == "x"
     assert not any("denied" in line for line in done.lines)
+
+
+@pytest.mark.subprocess
+async def test_with_stderr_merged_into_stdout_a_console_line_never_splits_a_reply_line(
+    home, project
+):
+    # The offline model's first message has no newline before its tool call, whose console
+    # lines come while the reply is mid-line.
+    prompt = '/tool write_file {"path": "new.md", "content": "x"}'
+    merged = await print_mode("-p", prompt, home=home, cwd=project, merged=True)
+    assert merged.code == 0, merged.stdout
+    alone = await print_mode("-p", prompt, home=home, cwd=project)
+    assert alone.code == 0, alone.stderr
+    lines, reply = merged.stdout.splitlines(), alone.stdout.splitlines()
+    # Every line of each stream stands whole: the reply's in its order, the console's apart.
+    assert [line for line in lines if line in reply] == reply, merged.stdout
+    console = [line for line in lines if line not in reply]
+    assert len(console) == len(alone.lines), merged.stdout
+    assert all(line.startswith(("acp-memory: ", "memory: ", "tool: ", "[end_turn] "))
+               for line in console), merged.stdout
+    assert 'Calling write_file {"path": "new.md", "content": "x"}.' in reply
+    assert "tool: Write new.md (failed)" in console
 
 
 @pytest.mark.subprocess

@@ -15,6 +15,8 @@ from fakes.httpserver import Recorded
 from fakes.mcp_servers import EXIT_MESSAGE, PICTURE, stdio_entry
 from fakes.openai_server import FakeOpenAI
 from fakes.script import call, text, tool_calls
+from mcptools.mcpkit import killed_at_the_end, read_pids
+from tasks.procs import assert_gone
 from wire_schema import WireChecker
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -66,7 +68,7 @@ async def test_an_allowlisted_mcp_tool_runs_without_yes_and_another_is_denied(ho
     assert done.code == 0, done.stderr
     echoed, pid = tool_messages(model.requests[1])
     assert echoed["content"] == "echo: allowed"
-    assert "permission denied" in pid["content"] and not pid["content"].isdigit()
+    assert "not run: print mode asks nobody" in pid["content"] and not pid["content"].isdigit()
     assert any(line.startswith("acp-memory: denied: ") for line in done.lines), done.lines
 
 
@@ -80,8 +82,22 @@ async def test_a_server_that_exits_at_start_is_one_line_and_the_turn_goes_on(hom
     assert done.stdout.strip() == "Still here."  # the notice is not the model's reply
     said = [line for line in done.lines if "MCP server broken" in line]
     assert len(said) == 1 and said[0].startswith("acp-memory: MCP server broken: "), done.lines
-    assert "Traceback" not in done.stderr and EXIT_MESSAGE in done.stderr
+    assert "Traceback" not in done.stderr and EXIT_MESSAGE not in done.stderr  # the log's
     assert not [name for name in offered(model.requests[0]) if name.startswith("mcp__")]
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+async def test_a_servers_stderr_is_on_the_terminal_under_its_name_only_at_debug(
+    home, project, level
+):
+    async with FakeOpenAI() as model:
+        model.script(text("Still here."))
+        configure(home, mcp_config(model, mcp={"servers": {"broken": stdio_entry("exit")}}))
+        done = await print_mode("--log-level", level, "-p", "hello", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    shown = [line for line in done.lines if EXIT_MESSAGE in line]
+    expected = [f"acp-memory: mcp broken: {EXIT_MESSAGE}"] if level == "debug" else []
+    assert shown == expected, done.lines
 
 
 async def test_a_server_that_prints_a_banner_on_stdout_is_no_traceback(home, project):
@@ -98,6 +114,16 @@ async def test_a_server_that_prints_a_banner_on_stdout_is_no_traceback(home, pro
         "acp-memory: Failed to parse JSONRPC message from server (ValidationError)",
         "acp-memory: MCP server banner: the server exited before it answered",
     ], done.lines
+
+
+async def test_a_server_whose_output_is_not_utf8_is_one_line_in_print_mode(home, project):
+    async with FakeOpenAI() as model:
+        model.script(text("Still here."))
+        configure(home, mcp_config(model, mcp={"servers": {"garbled": stdio_entry("latin1")}}))
+        done = await print_mode("-p", "hello", home=home, cwd=project)
+    assert done.code == 0, done.stderr
+    said = [line for line in done.lines if line.startswith("acp-memory: ")]
+    assert said == ["acp-memory: MCP server garbled: its output is not UTF-8"], done.lines
 
 
 async def test_a_server_past_the_start_timeout_is_one_line_in_print_mode(home, project):
@@ -149,3 +175,18 @@ async def test_stream_json_shows_the_mcp_call_its_image_and_the_notice_as_valid_
     )
     assert said.count("MCP server broken: ") == 1  # the stream shows what an editor would
     assert last["result"] == "A picture."  # the reply alone
+
+
+async def test_no_process_a_server_started_outlives_print_mode(home, project, tmp_path):
+    # Left running, the sleeps would also hold print mode's stderr open past its exit.
+    pids = tmp_path / "pids"
+    family = stdio_entry("family", env={"FAMILY_PIDS": str(pids)})
+    with killed_at_the_end(pids):
+        async with FakeOpenAI() as model:
+            model.script(text("Done."))
+            configure(home, mcp_config(model, mcp={"servers": {"family": family}}))
+            done = await print_mode("-p", "hello", home=home, cwd=project)
+        assert done.code == 0, done.stderr
+        left = read_pids(pids)
+        assert len(left) == 3
+        await assert_gone(*left, timeout=30)

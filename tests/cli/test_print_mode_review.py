@@ -1,5 +1,6 @@
 """memory.review: ask in print mode, a real process: nobody is asked; without --yes a memory
-change is held for approval (said on stderr with how to approve it), with --yes it is made."""
+change is held for approval (said on stderr with how to approve it, and by the run's console
+line), with --yes it is made."""
 
 from __future__ import annotations
 
@@ -24,7 +25,10 @@ async def test_without_yes_a_memory_save_is_held_and_with_yes_it_is_made(tmp_pat
     (held,) = [line for line in done.lines if "held for approval" in line]
     assert held.startswith("acp-memory: memory change held for approval (pnd_"), held
     assert "global:" in held and "`acp-memory notes pending`" in held
-    assert not [line for line in done.lines if line.startswith("memory: saved")]
+    pending = held.split("(", 1)[1].split(")", 1)[0]
+    # The run's console line says what it did, not what its search found.
+    (ran,) = [line for line in done.lines if line.startswith("memory: ")]
+    assert ran.startswith(f"memory: held 1 change for approval ({pending}) in "), ran
     assert not list((home / "memory").rglob("*.md"))
     assert "Not saved yet: held for approval (pnd_" in done.stdout
 

@@ -107,13 +107,38 @@ async def test_memory_undo_after_a_later_change_names_it_and_undoes_nothing(
         with cli_store(paths) as store:
             store.write(f"global:{NOTE}", "then through notes edit\n")
             assert store.journal is not None
-            later = store.journal.changes([store.roots.global_root], limit=1)[0].id
+            (later, first) = store.journal.changes([store.roots.global_root], limit=2)
         refused = await reply(ed, sid, "/memory undo")
-    assert by_hand.startswith("Nothing was undone of memory run bg_1: global:")
-    assert "edited outside acp-memory" in by_hand and "--force" in by_hand
-    assert refused.startswith("Nothing was undone of memory run bg_1: global:")
-    assert "was changed again since chg_" in refused and f"by {later} (update, " in refused
+    # The run's line names the path and the change refused, the way to force it, and no more.
+    expected = (f"Nothing was undone of memory run bg_1: global:{NOTE} changed since "
+                f"({first.id}); /memory undo --force undoes anyway")
+    assert by_hand == expected and refused == expected
+    assert later.action == "update" and first.action == "create"
     assert note.read_text() == "then through notes edit\n"
+
+
+async def test_memory_undo_of_a_run_refused_over_one_change_undoes_none_until_forced(
+    paths: Paths,
+) -> None:
+    notes = paths.home / "memory"
+    async with turn_agent(offline_memory(), paths) as (ed, agent):
+        sid = await ed.start_session(paths.cwd)
+        await reply(ed, sid, f"/remember {FACT}")  # bg_1's first change
+        run = ChangeSource("memory_run", sid, "bg_1", f"remember {FACT}")
+        with MemoryStore.from_config(Config(), paths, source=run) as store:
+            store.write("global:b.md", "the run's last change\n")
+        (notes / NOTE).write_text("edited in vim\n")
+        journal = agent.runner.memory.journal()
+        (first,) = journal.changes([notes], NOTE)
+        refused = await reply(ed, sid, "/memory undo")
+        kept = (notes / "b.md").read_text()
+        undos = [c for c in journal.changes([notes]) if c.action == "undo"]
+        forced = await reply(ed, sid, "/memory undo --force")
+    assert refused == (f"Nothing was undone of memory run bg_1: global:{NOTE} changed since "
+                       f"({first.id}); /memory undo --force undoes anyway")
+    assert kept == "the run's last change\n" and undos == []
+    assert forced.startswith("Undid the 2 changes of memory run bg_1:")
+    assert not (notes / NOTE).exists() and not (notes / "b.md").exists()
 
 
 async def test_memory_undo_of_a_run_that_changed_nothing_says_so(paths: Paths) -> None:
@@ -154,7 +179,7 @@ async def test_memory_pending_approve_and_reject_act_on_this_sessions_held_chang
     assert lines[1].startswith(f"- {mine}  ")
     assert "  create  global:tea.md: new note, 4 bytes; by memory_run" in lines[1]
     assert dropped in lines[2] and theirs not in listed
-    assert not_mine.startswith(f"No pending change {theirs!r} in this session")
+    assert not_mine.startswith(f"no pending change {theirs!r} in this session")
     assert rejected == f"- rejected {dropped}: create global:coffee.md"
     assert approved == f"- approved {mine}: create global:tea.md"
     assert (notes / "tea.md").read_text() == "tea\n"
@@ -170,7 +195,8 @@ async def test_memory_with_an_unknown_word_says_how_to_use_it_and_help_names_the
         usage = await reply(ed, sid, "/memory frobnicate")
         helped = await reply(ed, sid, "/help")
         status = await reply(ed, sid, "/memory")
-    assert usage.startswith("Usage: /memory [log, undo, pending, approve [ID|all], reject")
+    assert usage.startswith("Usage: /memory [log, undo [--force], pending, approve [ID|all], "
+                            "reject")
     memory_line = next(line for line in helped.splitlines() if line.startswith("- /memory"))
     assert all(word in memory_line for word in ("log", "undo", "pending", "approve", "reject"))
     assert "No memory run in this session yet." in status  # /memory alone is as it was

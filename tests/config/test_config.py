@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from acp_memory.config import ConfigError, load_config, resolve_paths
-from acp_memory.config.loader import MAX_CONFIG_BYTES, unknown_keys
+from acp_memory.config.loader import MAX_CONFIG_BYTES, parse_config, read_raw, unknown_keys
 from acp_memory.config.models import Config
 from acp_memory.llm.registry import api_key, resolve_provider
 
@@ -290,6 +290,47 @@ def test_a_config_file_keeps_its_own_model_whatever_the_keys(tmp_path, monkeypat
     cfg = load_config(_paths(tmp_path, "memory: {enable: true}\n"))
     assert cfg.default_model_id() == "offline/default"
     assert cfg.take_no_file_note() == ""
+
+
+@pytest.mark.parametrize(
+    ("keys", "model"),
+    [
+        ({}, "offline/default"),
+        ({"OPENAI_API_KEY": "sk-o"}, "openai/gpt-4.1-mini"),
+        ({"ANTHROPIC_API_KEY": "sk-a"}, "anthropic/claude-sonnet-4-5"),
+        ({"OPENAI_API_KEY": "sk-o", "ANTHROPIC_API_KEY": "sk-a"}, "openai/gpt-4.1-mini"),
+    ],
+)
+def test_agent_model_auto_picks_as_a_run_with_no_config_file_does(
+    tmp_path, monkeypatch, keys, model
+):
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    # The file lists another model and no provider: the chosen one's is made all the same.
+    cfg = load_config(_paths(tmp_path, "agent: {model: auto}\nmodels: [{model: offline/x}]\n"))
+    assert cfg.default_model_id() == model
+    assert cfg.model_ids() == ["offline/x", model]
+    provider = resolve_provider(cfg, model)
+    assert provider.name == model.partition("/")[0]
+    assert api_key(provider) == keys.get(f"{provider.type.upper()}_API_KEY", "")
+    assert cfg.take_no_file_note() == ""
+
+
+def test_agent_model_auto_keeps_the_files_own_provider_of_that_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-o")
+    text = "agent: {model: auto}\nproviders: [{name: openai, type: openai, api_base: 'http://p'}]\n"
+    cfg = load_config(_paths(tmp_path, text))
+    assert [(p.name, p.api_base) for p in cfg.providers] == [("openai", "http://p")]
+    assert cfg.default_model_id() == "openai/gpt-4.1-mini"
+
+
+def test_the_example_config_picks_its_model_automatically(monkeypatch):
+    example = Path(__file__).resolve().parents[2] / "config.example.yaml"
+    raw = read_raw(example) or {}
+    assert raw["agent"]["model"] == "auto"
+    assert parse_config(raw, example).default_model_id() == "offline/default"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-o")
+    assert parse_config(raw, example).default_model_id() == "openai/gpt-4.1-mini"
 
 
 def test_the_demo_runs_offline_whatever_the_keys(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 
 from acp_memory.config import ConfigError, load_config, resolve_paths
 from acp_memory.config.loader import unknown_keys
-from acp_memory.mcpclient.configured import specs_from_config
+from acp_memory.mcpclient.configured import configured_specs, specs_from_config
 from acp_memory.mcpclient.specs import ServerSpec
 
 # A Claude Code .mcp.json's mcpServers, as `claude mcp add` writes it.
@@ -61,6 +61,66 @@ def test_a_pasted_mcp_json_block_becomes_specs_with_variables_expanded(tmp_path,
         ServerSpec("local", "stdio", command="./server"),
     ]
     assert unknown_keys(cfg) == []
+
+
+def test_mcp_servers_may_be_named_mcpServers_as_in_a_pasted_claude_code_block(tmp_path):
+    cfg = _load(tmp_path, f"mcp:\n  mcpServers: {json.dumps({'local': MCP_JSON['local']})}\n")
+    assert specs_from_config(cfg) == [ServerSpec("local", "stdio", command="./server")]
+    assert unknown_keys(cfg) == []
+
+
+def test_servers_and_mcpServers_together_are_an_error(tmp_path):
+    text = "mcp:\n  servers: {a: {command: x}}\n  mcpServers: {b: {command: y}}\n"
+    with pytest.raises(ConfigError, match=r"mcp: .*both servers and mcpServers"):
+        _load(tmp_path, text)
+
+
+def test_an_entry_under_mcpServers_that_cannot_start_names_that_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"mcp\.mcpServers\.broken: .*needs a command"):
+        _load(tmp_path, "mcp:\n  mcpServers:\n    broken: {args: [x]}\n")
+
+
+def project_file(folder: Path, servers: object) -> None:
+    (folder / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
+
+
+@pytest.mark.parametrize(("setting", "read"), [("", False), ("off", False), ("allow", True)])
+def test_a_projects_mcp_json_is_read_only_with_project_file_allow(tmp_path, setting, read):
+    project = tmp_path / "project"
+    project.mkdir()
+    project_file(project, {"docs": {"command": "docs-server"}})
+    mcp = f"mcp: {{project_file: {setting}, servers: {{own: {{command: mine}}}}}}\n"
+    cfg = _load(tmp_path, mcp if setting else "mcp: {servers: {own: {command: mine}}}\n")
+    names = [spec.name for spec in configured_specs(cfg, project)]
+    assert names == (["docs", "own"] if read else ["own"])
+
+
+def test_the_project_files_server_wins_over_the_configs_of_the_same_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCS_TOKEN", "t-1")
+    project_file(tmp_path, {"docs": {"url": "http://h/mcp", "headers": {"X": "${DOCS_TOKEN}"}}})
+    cfg = _load(tmp_path, "mcp: {project_file: allow, servers: {docs: {command: mine}}}\n")
+    assert configured_specs(cfg, tmp_path) == [
+        ServerSpec("docs", "http", url="http://h/mcp", headers={"X": "t-1"})
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"mcpServers": {"broken": {"args": []}}}', "mcpServers.broken: "),
+        ("[]", "must be an object with mcpServers"),
+    ],
+)
+def test_a_project_file_that_cannot_be_used_is_one_warning_and_left_out(
+    tmp_path, caplog, content, says
+):
+    (tmp_path / ".mcp.json").write_text(content)
+    cfg = _load(tmp_path, "mcp: {project_file: allow, servers: {own: {command: mine}}}\n")
+    assert [spec.name for spec in configured_specs(cfg, tmp_path)] == ["own"]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.startswith(f"{tmp_path / '.mcp.json'}: ") and says in warning, warning
+    assert warning.endswith("(its MCP servers are left out)")
 
 
 def test_a_url_without_a_type_is_streamable_http(tmp_path):

@@ -86,6 +86,25 @@ def test_the_basic_example_runs_clean_for_a_new_user_and_shows_the_memory_run(tm
     assert done.stdout.rstrip().endswith("[end_turn]")
 
 
+def test_the_mcp_example_has_the_agent_use_an_http_and_a_stdio_server(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # its throw-away home lands here
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "mcp_servers.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TIMEOUT,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "[web: greet: completed]" in lines and "[local: greet: completed]" in lines
+    assert "hello Ada, from the http server" in lines
+    assert "hello Ada, from the stdio server" in lines
+    assert lines[-1] == "PASS: both servers' tools were used"
+    assert "Traceback" not in done.stderr, done.stderr
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:  # bound, never listening: a connection is refused
         sock.bind(("127.0.0.1", 0))

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from acp import RequestError, text_block
@@ -149,11 +148,10 @@ def test_closing_stdin_mid_turn_cancels_it_and_exits_zero(tmp_path):
     while first_update["params"]["update"]["sessionUpdate"] == "available_commands_update":
         first_update = json.loads(proc.stdout.readline())
     assert first_update["method"] == "session/update"
-    started = time.monotonic()
     proc.stdin.close()
     stdout = proc.stdout.read()
-    assert proc.wait(timeout=15) == 0
-    assert time.monotonic() - started < 15
+    # No clock: a turn the end of input did not cancel would finish and say end_turn below.
+    assert proc.wait(timeout=60) == 0
     answers = [json.loads(line) for line in stdout.splitlines()]
     final = [m for m in answers if m.get("id") == 3]
     assert final and final[0]["result"]["stopReason"] == "cancelled"
@@ -234,13 +232,14 @@ def _acp_script(tmp_path, *flags: str, lines: list[dict]) -> subprocess.Complete
     )
 
 
+# The reference agent's model-selector script passes its own default, example-acp-models.
+@pytest.mark.parametrize("sid", ["sess_00000000000000000000abcd", "example-acp-models"])
 def test_a_harness_script_opens_its_session_id_without_mcp_servers_and_sees_its_history(
-    tmp_path,
+    tmp_path, sid
 ):
     from acp_memory.sessions.model import TranscriptMessage
     from acp_memory.sessions.store import SessionStore
 
-    sid = "sess_00000000000000000000abcd"
     store = SessionStore(tmp_path / "home" / "sessions")
     store.create(
         cwd=str(tmp_path), model_id="offline/default", session_id=sid,
@@ -261,7 +260,7 @@ def test_a_harness_script_opens_its_session_id_without_mcp_servers_and_sees_its_
     ]
 
 
-@pytest.mark.parametrize("bad", ["sess_nothex", "../../etc", "SESS_0123456789ABCDEF01234567"])
+@pytest.mark.parametrize("bad", [".hidden", "../../etc", "a b", "x" * 65])
 def test_an_invalid_session_id_flag_is_one_clear_line_and_exit_2(tmp_path, bad):
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
     new = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path)}}
@@ -269,7 +268,7 @@ def test_an_invalid_session_id_flag_is_one_clear_line_and_exit_2(tmp_path, bad):
     line = f"--session-id {bad!r}: not a session id"
     assert done.returncode == 2
     assert done.stderr.decode().splitlines() == [
-        f"acp-memory: {line} (sess_ and 24 lowercase hex digits)"
+        f"acp-memory: {line} (1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit)"
     ]
     initialized, refused = (json.loads(m) for m in done.stdout.splitlines())
     assert initialized["result"]["protocolVersion"] == 1  # the editor still hears why

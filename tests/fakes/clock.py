@@ -66,6 +66,11 @@ class FakeClock:
             await self._added.wait()
         return self.pending()
 
+    async def until_deadline(self, deadline: float) -> None:
+        """Wait until a pending timer ends at `deadline` (bound it with fail_after)."""
+        while deadline not in self.pending():
+            await self._added.wait()
+
     def pending(self) -> list[float]:
         """Deadlines of the scopes still open and not yet reached."""
         self._timers = [t for t in self._timers if t.open]

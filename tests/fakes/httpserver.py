@@ -158,6 +158,11 @@ class FakeModelServer:
             return False
         if reply.stall_before_headers and not await io.stall(reply.release):
             return False
+        if reply.endless is not None:
+            await io.start_stream(reply.headers)
+            while True:  # until the client hangs up: sending then fails
+                await io.send_chunk(reply.endless)
+                await anyio.sleep(reply.every)
         if reply.raw_body is not None:
             await io.send_raw(reply.status, reply.raw_body, reply.content_type, reply.headers)
             return True

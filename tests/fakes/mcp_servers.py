@@ -6,6 +6,14 @@ What the MCP tests use:
                                                          `stdio_entry()` an mcp.servers entry
             python tests/fakes/mcp_servers.py exit       prints EXIT_MESSAGE on stderr, exits 3
             python tests/fakes/mcp_servers.py stall      never answers initialize (timeouts)
+            python tests/fakes/mcp_servers.py latin1     its first stdout line is not UTF-8, then
+                                                         it waits for its input to end
+            python tests/fakes/mcp_servers.py family     first starts three `sleep`s it leaves
+                                                         behind when it exits at end of input: one
+                                                         in its process group, one in a group of
+                                                         its own, one orphaned in a session of its
+                                                         own (setsid); writes their pids, one a
+                                                         line, to $FAMILY_PIDS (once complete)
     http:   async with mcp_http_server() as server: server.url      streamable HTTP, loopback
             async with mcp_http_server("sse") as server: server.url SSE (GET <url>, POST messages)
             server.headers: the headers of every request it received (lower-case names)
@@ -19,6 +27,10 @@ Every server offers the same tools (TOOL_NAMES):
     getenv(name)    -> text: the server process's value of that variable ("" when unset)
     pid()           -> text: the server process's pid (a restarted stdio server has another)
     crash()         -> the stdio process exits at once (code 9) without answering
+    hang(marker)    -> never answers; once the call is cancelled, writes the line "cancelled"
+                       to the file (or pipe) `marker`
+    progress(step, done) -> once the file `step` exists, a progress notification; once
+                       `done` exists, text "progressed"
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -34,13 +47,16 @@ from typing import Any, Literal
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import Image, MCPServer
+from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import EmbeddedResource, TextResourceContents, ToolAnnotations
 
 SCRIPT = Path(__file__).resolve()
 SERVER_NAME = "fake-mcp"
-TOOL_NAMES = ("echo", "lookup", "explode", "picture", "document", "getenv", "pid", "crash")
+TOOL_NAMES = (
+    "echo", "lookup", "explode", "picture", "document", "getenv", "pid", "crash", "hang",
+    "progress",
+)
 READ_ONLY_TOOLS = ("lookup",)
 EXPLODE_MESSAGE = "the fake tool exploded"
 EXIT_MESSAGE = "fake mcp server: refusing to start"
@@ -52,7 +68,9 @@ PICTURE = bytes.fromhex(
 DOCUMENT_URI = "file:///fake/notes.txt"
 DOCUMENT_TEXT = "the fake document's text"
 
-Mode = Literal["stdio", "exit", "stall"]
+Mode = Literal["stdio", "exit", "stall", "latin1", "family"]
+# How often the fake's waiting tools look for the file they wait for (the test writes it).
+POLL_SECONDS = 0.02
 
 
 def build_server(name: str = SERVER_NAME) -> MCPServer:
@@ -100,7 +118,29 @@ def build_server(name: str = SERVER_NAME) -> MCPServer:
     def crash() -> str:
         os._exit(9)
 
+    @server.tool(description="Never answer; write the marker file once cancelled.")
+    async def hang(marker: str) -> str:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.Path(marker).write_text("cancelled\n")
+        return ""
+
+    @server.tool(description="Report progress once `step` exists; answer once `done` does.")
+    async def progress(step: str, done: str, ctx: Context) -> str:
+        await _until_exists(Path(step))
+        await ctx.report_progress(1, 2)
+        await _until_exists(Path(done))
+        return "progressed"
+
     return server
+
+
+async def _until_exists(path: Path) -> None:
+    # The test writes the file from another process: nothing to wait on but the disk.
+    while not await anyio.Path(path).exists():  # noqa: ASYNC110 - polled, see above
+        await anyio.sleep(POLL_SECONDS)
 
 
 def stdio_spec(mode: Mode = "stdio") -> tuple[str, list[str]]:
@@ -190,11 +230,35 @@ def main(argv: list[str]) -> int:
         # Reads nothing and answers nothing; the client's start timeout has to end it.
         anyio.run(anyio.sleep_forever)
         return 0
-    if mode != "stdio":
-        print(f"unknown mode {mode!r}: stdio, exit or stall", file=sys.stderr)
+    if mode == "latin1":
+        sys.stdout.buffer.write("café, démarré\n".encode("latin-1"))
+        sys.stdout.flush()
+        sys.stdin.buffer.read()  # until the client closes it
+        return 0
+    if mode == "family":
+        _leave_a_family(Path(os.environ["FAMILY_PIDS"]))
+    elif mode != "stdio":
+        print(f"unknown mode {mode!r}: stdio, exit, stall, latin1 or family", file=sys.stderr)
         return 2
     build_server().run("stdio")
     return 0
+
+
+def _leave_a_family(pids: Path) -> None:
+    """Start the three processes of the `family` mode and write their pids."""
+    sleep = ["sleep", "3600"]
+    in_group = subprocess.Popen(sleep)
+    own_group = subprocess.Popen(sleep, process_group=0)
+    # An intermediate that starts a setsid sleep and exits: the sleep is orphaned.
+    starter = (
+        "import subprocess; print(subprocess.Popen(['sleep', '3600'], start_new_session=True,"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+    )
+    out = subprocess.run([sys.executable, "-c", starter], capture_output=True, check=True)
+    orphan = int(out.stdout)
+    partial = pids.with_suffix(".partial")
+    partial.write_text(f"{in_group.pid}\n{own_group.pid}\n{orphan}\n")
+    partial.rename(pids)
 
 
 if __name__ == "__main__":

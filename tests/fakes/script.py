@@ -18,6 +18,7 @@ Build replies with the functions below and queue them with `server.script(...)`:
     verbatim({"choices": ["x"]}, ("message_stop", {}))         # exactly these SSE events
     verbatim_answer({"choices": "x"})                          # exactly this JSON answer
     page(502, "<html>...</html>")                              # a proxy's page, not JSON
+    endless(b" ", every=0.05)                                  # a byte at a time, for ever
 
 Counting for broken_after/stalled_after is in output pieces (reasoning, text, tool-call chunks),
 the same for both dialects; 0 means before the first byte of the body. A request with
@@ -66,6 +67,8 @@ class Reply:
     drop: bool = False
     events: tuple[tuple[str | None, Any], ...] | None = None  # SSE events sent as they are
     raw_body: bytes | None = None  # a body sent as it is, whatever the status
+    endless: bytes | None = None  # a 200 body repeating these bytes until the client leaves
+    every: float = 0.0  # seconds between two of those pieces (a drip)
     content_type: str = "application/json"
 
     @property
@@ -152,6 +155,12 @@ def verbatim(*events: Any) -> Reply:
 def verbatim_answer(answer: Any) -> Reply:
     """A 200 JSON answer of exactly this value, for requests with "stream": false."""
     return Reply(raw_body=json.dumps(answer).encode())
+
+
+def endless(piece: bytes, *, every: float = 0.0) -> Reply:
+    """A 200 body that never ends: `piece` again and again (`every` seconds apart, a drip),
+    until the client hangs up."""
+    return Reply(endless=piece, every=every)
 
 
 def page(status: int, content: str, content_type: str = "text/html") -> Reply:

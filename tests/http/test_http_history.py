@@ -5,10 +5,14 @@ rejected."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from httpkit import Api, memory_config, served
+from memory.test_history_cli import _CRASHING_WRITER
 from test_http_memory import memory_url, put
 
 from acp_memory.config import Config
@@ -90,6 +94,21 @@ async def test_the_history_is_filtered_by_root_and_path(paths):
     assert escape.status_code == 400 and ".." in escape.json()["error"]["message"]
 
 
+async def test_a_purge_shows_in_the_history_as_a_line_without_an_undo_of_its_own(paths):
+    async with served(Config(), paths) as api:
+        sid = await api.new_session()
+        await put(api, sid, "workspace", "db.md", "password: hunter2hunter2\n")
+        journal = api.runner.memory.journal()
+        _, purge_id = journal.purge(("project", paths.cwd / "memory", "db.md"),
+                                    ChangeSource("cli"))
+        (purge,) = await history(api, sid, root="workspace", path="db.md")
+        status, refused = await undo(api, sid, purge["id"])
+    assert (purge["id"], purge["action"], purge["path"]) == (purge_id, "purge", "db.md")
+    assert purge["summary"].startswith("history purged")
+    assert status >= 400 and "a purge cannot be undone" in refused["error"]["message"]
+    assert (paths.cwd / "memory" / "db.md").exists()
+
+
 async def test_a_put_then_an_undo_restores_the_bytes_and_is_itself_a_change(paths):
     note = paths.cwd / "memory" / "db.md"
     async with served(Config(), paths) as api:
@@ -104,7 +123,7 @@ async def test_a_put_then_an_undo_restores_the_bytes_and_is_itself_a_change(path
     assert note.read_bytes() == before
     assert undone == {
         "object": "memory_undo", "changeId": changes[0]["id"], "undone": update,
-        "root": "workspace", "path": "db.md", "restored": 1,
+        "root": "workspace", "path": "db.md", "restored": 1, "redacted": 0,
     }
     assert changes[0]["action"] == "undo" and changes[0]["undoes"] == update["id"]
     assert changes[0]["source"]["surface"] == "http"
@@ -248,6 +267,42 @@ async def test_approving_over_a_note_changed_since_it_was_held_is_409(paths):
     assert note.read_text() == "The port is 9000.\n"
     assert [p["id"] for p in still["pending"]] == [held.id]
     assert bad.status_code == 400
+
+
+async def test_another_projects_held_change_is_not_listed_approved_or_rejected(paths, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    async with served(Config(), paths) as api:
+        sid = await api.new_session()
+        elsewhere = await api.new_session(cwd=str(other))
+        mine = hold(api, sid, paths.cwd, "port.md", "The API listens on 8080.\n")
+        theirs = hold(api, elsewhere, other, "db.md", "theirs\n")
+        every = (await api.client.get(memory_url(sid, "pending"), params={"all": "true"})).json()
+        decided = [await api.client.post(memory_url(sid, f"pending/{theirs.id}"),
+                                         json={"approve": yes}) for yes in (True, False)]
+        still = (await api.client.get(memory_url(elsewhere, "pending"))).json()
+    assert [p["id"] for p in every["pending"]] == [mine.id]
+    for resp in decided:
+        assert resp.status_code == 404
+        assert resp.json()["error"]["message"] == (
+            f"pending change {theirs.id} is not in the roots of this session")
+    assert not (other / "memory" / "db.md").exists()
+    assert [p["id"] for p in still["pending"]] == [theirs.id]
+
+
+async def test_the_history_settles_a_dead_writers_change_before_answering(paths):
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [sys.executable, "-c", _CRASHING_WRITER, str(paths.home), str(paths.cwd)],
+            env={**os.environ, "ACP_MEMORY_TEST_CRASH": "after_note"}, check=False,
+        )
+    assert done.returncode == 3, done.stderr
+    async with served(Config(), paths) as api:
+        sid = await api.new_session()
+        changes = await history(api, sid)
+        status, _ = await undo(api, sid, changes[0]["id"]) if changes else (0, {})
+    assert [(c["action"], c["root"], c["path"]) for c in changes] == [("create", "global", "x.md")]
+    assert status == 200 and not (paths.home / "memory" / "x.md").exists()
 
 
 async def test_a_search_hit_says_when_and_by_whom_its_note_last_changed(paths):

@@ -8,6 +8,7 @@ import pytest
 from httpkit import BOUND_S, HeldProvider, events_of, memory_config, served, use_model
 
 from acp_memory.config import Config
+from acp_memory.sessions.store import SessionStore
 
 pytestmark = pytest.mark.anyio
 
@@ -30,6 +31,20 @@ async def test_a_session_is_created_listed_and_read(paths):
     assert one == created
     assert filtered["sessions"] == []
     assert (paths.sessions_dir / sid / "session.json").is_file()
+
+
+async def test_a_session_whose_id_the_user_chose_is_read_listed_and_deleted(paths):
+    # As `acp --session-id example-acp-models` makes one.
+    SessionStore(paths.sessions_dir).create(
+        cwd=str(paths.cwd), model_id="offline/default", session_id="example-acp-models"
+    ).close()
+    async with served(Config(), paths) as api:
+        listed = (await api.client.get("/coddy/sessions")).json()
+        one = await api.client.get("/coddy/sessions/example-acp-models")
+        deleted = await api.client.delete("/coddy/sessions/example-acp-models")
+    assert [s["id"] for s in listed["sessions"]] == ["example-acp-models"]
+    assert one.status_code == 200 and one.json()["id"] == "example-acp-models"
+    assert deleted.status_code == 200 and not (paths.sessions_dir / "example-acp-models").exists()
 
 
 BAD_NEW_SESSIONS = [

@@ -10,7 +10,7 @@ import anyio
 import pytest
 from fakes.embeddings_server import FakeEmbeddings
 from fakes.httpserver import Recorded
-from fakes.script import Reply, error, page, stall, verbatim_answer
+from fakes.script import Reply, endless, error, page, stall, verbatim_answer
 
 from acp_memory.config import Config
 from acp_memory.config.models import EmbeddingsConfig, MemoryConfig, ProviderConfig
@@ -117,5 +117,37 @@ async def test_a_query_gives_up_after_timeout_ms() -> None:
                 await anyio.to_thread.run_sync(embeddings.embed_query, "a question")
         finally:
             release.set()
-            embeddings.close()
     assert str(caught.value) == f"{server.base_url}/embeddings gave no answer within 150 ms"
+
+
+async def test_a_dripping_provider_is_given_up_on_once_the_whole_request_took_timeout_ms() -> None:
+    # A byte every 50 ms never lets a read time out: only a bound on the whole request ends it.
+    async with FakeEmbeddings(lambda text: [1.0], endless(b" ", every=0.05),
+                              endless(b" ", every=0.05), api_key=KEY) as server:
+        embeddings = client(config(server.base_url, timeout_ms=1000, batch_timeout_ms=1000))
+        with anyio.fail_after(30), pytest.raises(EmbeddingsUnavailable) as query:
+            # Abandoned on a timeout, so that a query that never ends fails the test.
+            await anyio.to_thread.run_sync(embeddings.embed_query, "a question",
+                                           abandon_on_cancel=True)
+        with anyio.fail_after(30), pytest.raises(EmbeddingsUnavailable) as batch:
+            await embeddings.embed_batch(["a note"])
+    assert str(query.value) == f"{server.base_url}/embeddings gave no answer within 1000 ms"
+    assert str(batch.value) == f"{server.base_url}/embeddings gave no answer within 1000 ms"
+
+
+async def test_an_answer_past_its_bound_is_refused_before_it_is_whole() -> None:
+    # The body never ends: reading it whole first would never return.
+    async with FakeEmbeddings(lambda text: [1.0], endless(b"[1.0," * 13107),
+                              api_key=KEY) as server:
+        embeddings = client(config(server.base_url, batch_timeout_ms=600_000))
+        with anyio.fail_after(20), pytest.raises(EmbeddingsUnavailable) as caught:
+            await embeddings.embed_batch(["a note"])
+    assert str(caught.value) == "answer over 32 MiB"
+
+
+def test_the_bound_of_an_answer_is_a_whole_batch_of_vectors_and_at_least_32_mib() -> None:
+    mib = 1024 * 1024
+    assert client(config()).max_answer_bytes == 32 * mib  # 64 × 3072 × 24 is less
+    assert client(config(batch=2048)).max_answer_bytes == 2048 * 3072 * 24
+    assert client(config(batch=2048, dimensions=256)).max_answer_bytes == 32 * mib
+    assert client(config(batch=1024, dimensions=4096)).max_answer_bytes == 1024 * 4096 * 24

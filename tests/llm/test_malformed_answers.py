@@ -7,7 +7,6 @@ provider, no status and no word on whether output had already gone out.
 from __future__ import annotations
 
 import copy
-import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -235,27 +234,34 @@ def bad_usage_replies() -> Iterator[Any]:
     yield pytest.param(FakeOpenAI, verbatim(*chunks), True, None, id="openai-stream")
     yield pytest.param(FakeOpenAI, verbatim_answer(answer), False, None, id="openai-json")
     events = copy.deepcopy(ANTHROPIC_EVENTS)
-    events[0][1]["message"]["usage"] = "lots"
-    counted = Usage(output_tokens=7)  # the good block still counts
-    yield pytest.param(FakeAnthropic, verbatim(*events), True, counted, id="anthropic-stream")
+    events[0][1]["message"]["usage"] = "lots"  # the good block after it is void too
+    yield pytest.param(FakeAnthropic, verbatim(*events), True, None, id="anthropic-stream")
     answer = {**ANTHROPIC_ANSWER, "usage": {"input_tokens": 1e999, "output_tokens": 7}}
     yield pytest.param(FakeAnthropic, verbatim_answer(answer), False, None, id="anthropic-json")
+    answer = {**ANTHROPIC_ANSWER, "usage": {"input_tokens": 10**30, "output_tokens": 7}}
+    yield pytest.param(FakeAnthropic, verbatim_answer(answer), False, None, id="anthropic-huge")
+    tokens = {"prompt_tokens": 10**12 + 1, "completion_tokens": 7}
+    answer = {**OPENAI_ANSWER, "usage": tokens}
+    yield pytest.param(FakeOpenAI, verbatim_answer(answer), False, None, id="openai-huge")
+    tokens = {"prompt_tokens": 10**12, "completion_tokens": 12.0}
+    answer = {**OPENAI_ANSWER, "usage": tokens}
+    counted = Usage(input_tokens=10**12, output_tokens=12)  # the largest count, 12.0 as 12
+    yield pytest.param(FakeOpenAI, verbatim_answer(answer), False, counted, id="openai-edge")
 
 
 @pytest.mark.parametrize(("fake", "reply", "stream", "usage"), list(bad_usage_replies()))
-async def test_a_bad_usage_block_is_logged_and_the_answer_stands(
-    client, caplog, fake: type[FakeModelServer], reply: Reply, stream: bool, usage: Usage | None
+async def test_a_bad_usage_block_voids_the_answers_usage_and_the_answer_stands(
+    client, fake: type[FakeModelServer], reply: Reply, stream: bool, usage: Usage | None
 ):
     async with fake(reply) as server:
-        with anyio.fail_after(5), caplog.at_level(logging.WARNING, "acp_memory.llm"):
+        with anyio.fail_after(5):
             events = await collect(provider(server, client).stream(STREAM if stream else ANSWER))
     assert text_of(events) == "Hi"
     assert [e.call.name for e in events if isinstance(e, ToolCallReady)] == ["read"]
     assert finished(events).reason == "tool_calls"
     assert finished(events).usage == usage
-    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
-        "ignoring a malformed usage block"
-    ]
+    void = finished(events).usage_void
+    assert void.startswith("a malformed usage block: ") if usage is None else void == ""
 
 
 # Property: whatever one part of a well-formed answer is replaced with (or if it is removed),

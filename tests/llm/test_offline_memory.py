@@ -179,6 +179,34 @@ async def test_a_message_meant_to_last_saves_the_sentence_carrying_the_fact(
     assert run.report == f"Saved to global memory: {saved}"
 
 
+async def test_a_lasting_line_that_points_back_keeps_the_fact_it_points_to(
+    child, store
+) -> None:
+    # The reference agent's memory script: "this fact" is the sentence before it.
+    message = (
+        "Pick a fruit and state it as a single sentence that includes the codeword "
+        "MEMFRUIT_7Q2X verbatim.\n"
+        "After stating it, add one line explaining that this fact should be remembered.\n"
+        "Avoid tools."
+    )
+    await child(message)
+    (body,) = notes(store.roots.global_root).values()
+    assert body == message + "\n"
+    recalled = await child("What is the fruit codeword?")  # a fresh session's run
+    assert "MEMFRUIT_7Q2X" in recalled.report, recalled.report
+
+
+async def test_a_pointing_back_note_keeps_the_nearest_sentences_within_its_bound(
+    child, store
+) -> None:
+    filler = [f"Filler sentence {n} says nothing much at all. " * 6 for n in range(40)]
+    lasting = "The codeword is MEMFRUIT_8K3Z; add a line saying that this should be remembered."
+    await child("\n".join([*filler, lasting]))
+    (body,) = notes(store.roots.global_root).values()
+    assert body.endswith(lasting + "\n") and "Filler sentence 39" in body
+    assert "Filler sentence 0 " not in body and len(body.encode()) <= 4096 + 1
+
+
 async def test_a_question_about_what_lasts_saves_nothing(child, store) -> None:
     run = await child("What should be remembered for future sessions?")
     assert notes(store.roots.global_root) == {}

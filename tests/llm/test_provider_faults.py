@@ -8,7 +8,7 @@ import pytest
 from fakes.anthropic_server import FakeAnthropic
 from fakes.httpserver import FakeModelServer
 from fakes.openai_server import FakeOpenAI
-from fakes.script import dropped, error, stall, text
+from fakes.script import dropped, endless, error, stall, text
 from fakes.streams import RecordingSleep, collect, finished, text_of
 
 from acp_memory.llm.anthropic import AnthropicProvider
@@ -153,6 +153,19 @@ async def test_first_token_timeout_covers_waiting_for_the_headers(server, client
     server.script(stall(before_headers=True))
     provider, _ = resilient(server, client, timeouts=StreamTimeouts(first_event=0.05))
     assert "no answer within" in (await failure(provider)).message
+
+
+async def test_timeout_ms_bounds_a_whole_answer_that_drips_in_byte_by_byte(server, client):
+    # A byte every 50 ms: no single read waits a second, only the whole request does.
+    server.script(endless(b" ", every=0.05), endless(b" ", every=0.05))
+    cls = OpenAIProvider if isinstance(server, FakeOpenAI) else AnthropicProvider
+    provider = cls(client, name="fake", api_base=server.base_url, api_key="k", timeout_s=1.0)
+    with anyio.fail_after(30), pytest.raises(LLMError) as caught:
+        await collect(provider.stream(ChatRequest("m", [Message("user", "hi")], stream=False)))
+    assert caught.value.message == "no answer within 1s"
+    with anyio.fail_after(30):
+        probe = await provider.probe("m")  # doctor --online's call
+    assert (probe.status, probe.problem) == (None, "no answer within 1s")
 
 
 async def test_idle_timeout_cuts_a_stream_that_stalls_after_output(server, client):

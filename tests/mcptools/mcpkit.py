@@ -1,8 +1,13 @@
 """Shared pieces of the MCP tests: the editor's server entries for the fake MCP servers, the
-tools a model request offered, the tool results it carried."""
+tools a model request offered, the tool results it carried, the `family` server's pids."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from acp.schema import EnvVariable, HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
@@ -42,3 +47,24 @@ def offered_tool(request: Recorded, name: str) -> dict[str, Any]:
 def tool_results(request: Recorded) -> list[str]:
     """The contents of the tool messages a model request carried, in order."""
     return [m["content"] for m in (request.json or {})["messages"] if m["role"] == "tool"]
+
+
+def family_server(pids: Path) -> McpServerStdio:
+    """The fake in `family` mode, writing the pids it leaves behind to `pids`."""
+    return stdio_server("family", "family", FAMILY_PIDS=str(pids))
+
+
+@contextlib.contextmanager
+def killed_at_the_end(pids: Path) -> Iterator[None]:
+    """Whatever the test proves, no sleep it made is left behind."""
+    try:
+        yield
+    finally:
+        for pid in read_pids(pids):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def read_pids(pids: Path) -> list[int]:
+    """The pids a `family` server wrote (none before it did)."""
+    return [int(line) for line in pids.read_text().split()] if pids.exists() else []

@@ -64,3 +64,17 @@ async def test_an_http_servers_failure_is_one_line(tmp_path):
             connection.stop()
     assert connection.failure is not None and "\n" not in connection.failure
     assert connection.failure.startswith("cannot connect: Client error '404 Not Found'")
+
+
+async def test_an_http_servers_failure_names_its_url_without_the_token(tmp_path):
+    # httpx's status error quotes the URL, whose query carries the server's key.
+    async with FakeOpenAI() as web:
+        web.script(error(404, "no such endpoint"))
+        spec = ServerSpec("gone", "sse", url=f"{web.base_url}/sse?api_key=url-secret")
+        connection = ServerConnection(spec, tmp_path, startup_timeout=10)
+        async with anyio.create_task_group() as tg:
+            connection.start(tg)
+            await connection.settled.wait()
+            connection.stop()
+    assert connection.failure is not None and "url-secret" not in connection.failure
+    assert f"{web.base_url}/sse?api_key=***" in connection.failure

@@ -140,6 +140,33 @@ async def test_a_search_during_the_background_build_scans_the_files_and_says_so(
             assert not hits.partial and hits[0].path == "global:heron.md"
 
 
+async def test_a_search_during_the_build_ranks_the_note_holding_the_identifier_whole_first(
+    roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every note holds a ZEPHYR_ identifier, so each matches the query's word `zephyr`; only
+    # one holds ZEPHYR_0C8A itself (another a longer identifier it begins), and its name sorts
+    # last among the ties.
+    root = roots.global_root
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(MANY):
+        (root / f"n{i:04}.md").write_text(f"Build flag ZEPHYR_{i + 0x1000:04X} is set.")
+    (root / "zz.md").write_text("Build flag ZEPHYR_0C8A is set.")
+    (root / "aa.md").write_text("Build flag ZEPHYR_0C8A_OLD was set.")
+    held = HeldBuild(monkeypatch)
+    with SearchIndexes(tmp_path / "cache") as indexes:
+        async with anyio.create_task_group() as owner:
+            IndexKeeper(indexes, lambda: owner)
+            store = MemoryStore(roots, tmp_path / "cache", 16 * 1024, indexes=indexes)
+            with anyio.fail_after(BOUND_S):
+                await anyio.to_thread.run_sync(store.search, "ZEPHYR_0C8A", "global", 3)
+            await held.wait_reading()
+            with anyio.fail_after(BOUND_S):
+                during = await anyio.to_thread.run_sync(store.search, "ZEPHYR_0C8A", "global", 3)
+            held.release()
+    assert during.partial and during[0].path == "global:zz.md"
+    assert during[0].score > during[1].score and during.total == MANY + 2
+
+
 async def test_a_scan_gives_way_to_the_index_once_it_is_ready(
     roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

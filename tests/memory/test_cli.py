@@ -51,7 +51,7 @@ def test_counts_are_singular_for_one(run: Run, tmp_path: Path) -> None:
     assert code == 0 and out.startswith("global:infra/ (1 entry)\n")
     code, out, _ = run("search", "deploy", "--scope", "global")
     assert out.startswith("1 matching note for 'deploy' in global (best first):")
-    assert run("rm", "-r", "-y", "global:infra")[1] == "deleted global:infra/ (1 note)\n"
+    assert run("rm", "-r", "-y", "global:infra")[1].startswith("deleted global:infra/ (1 note)\n")
 
 
 def test_listing_a_folder_that_does_not_exist_says_so(run: Run, tmp_path: Path) -> None:
@@ -96,7 +96,8 @@ def test_show_and_rm_follow_the_same_rules(run: Run, tmp_path: Path) -> None:
     assert code == 1 and "'..'" in err
     code, _, err = run("rm", "global:")
     assert code == 1 and "never deleted" in err
-    assert run("rm", "global:infra/deploy.md") == (0, "deleted global:infra/deploy.md\n", "")
+    code, out, err = run("rm", "global:infra/deploy.md")
+    assert (code, err) == (0, "") and out.startswith("deleted global:infra/deploy.md\n")
 
 
 def test_rm_of_a_folder_needs_r_and_a_yes(run: Run, tmp_path: Path) -> None:
@@ -111,7 +112,7 @@ def test_rm_of_a_folder_needs_r_and_a_yes(run: Run, tmp_path: Path) -> None:
     assert code == 1 and err.endswith("[y/N] nothing was deleted\n")
     assert folder.is_dir()
     code, out, err = run("rm", "-r", "global:infra", stdin=Terminal("y\n"))
-    assert (code, out) == (0, "deleted global:infra/ (1 note)\n")
+    assert (code, out.splitlines()[0]) == (0, "deleted global:infra/ (1 note)")
     assert err == "delete global:infra/ and the 1 note under it? [y/N] "
     assert not folder.exists()
 
@@ -240,7 +241,8 @@ def test_a_failing_write_is_one_line_naming_the_note_and_the_file(
 
 @pytest.mark.parametrize(
     ("action", "example"),
-    [("show", "global:prefs.md"), ("edit", "project:api/auth.md"), ("rm", "global:prefs.md")],
+    [("show", "global:prefs.md"), ("edit", "project:api/auth.md"), ("rm", "global:prefs.md"),
+     ("write", "global:prefs.md"), ("purge", "global:prefs.md")],
 )
 def test_each_notes_action_has_a_description_and_explains_scope_paths(
     action: str, example: str
@@ -248,7 +250,7 @@ def test_each_notes_action_has_a_description_and_explains_scope_paths(
     parser = build_parser()
     notes = parser._subparsers._group_actions[0].choices["notes"]  # type: ignore[union-attr]
     actions = notes._subparsers._group_actions[0].choices
-    for name in ("list", "search", "index", "show", "edit", "rm"):
+    for name in ("list", "search", "index", "show", "edit", "write", "rm", "purge"):
         assert actions[name].description, name
     text = " ".join(actions[action].format_help().split())
     assert "scope:path" in text and example in text
@@ -328,3 +330,83 @@ def test_a_closed_stdout_ends_quietly_with_the_usual_status(
     finally:
         os.close(writer)
     assert (done.returncode, done.stderr) == (0, "")
+
+
+# -- rm's way back, write, purge -----------------------------------------------------------
+
+
+def test_rm_prints_the_undo_that_brings_the_note_back(run: Run, tmp_path: Path) -> None:
+    seed(tmp_path)
+    note = tmp_path / "h" / "memory" / "infra" / "deploy.md"
+    code, out, err = run("rm", "global:infra/deploy.md")
+    deleted, undo_line = out.splitlines()
+    assert (code, err, deleted) == (0, "", "deleted global:infra/deploy.md")
+    assert undo_line.startswith("undo: acp-memory notes undo chg_") and not note.exists()
+    assert run(*undo_line.split()[3:], "-y")[0] == 0
+    assert note.read_text() == "Rotate the deploy keys monthly."
+
+
+def test_write_saves_stdin_through_the_rules_of_every_write(run: Run, tmp_path: Path) -> None:
+    note = tmp_path / "h" / "memory" / "tools.md"
+    code, out, err = run("write", "global:tools.md", stdin="I use uv.\npassword: hunter2hunter2\n")
+    saved, redacted, undo_line = out.splitlines()
+    assert (code, err) == (0, "") and saved == "saved new note global:tools.md (40 bytes)."
+    assert redacted.startswith("Removed 1 secret before writing (password x1)")
+    assert note.read_text() == "I use uv.\npassword: [REDACTED:password]\n"
+    assert undo_line.startswith("undo: acp-memory notes undo chg_")
+    code, out, _ = run("log", "--json", "--limit", "1")
+    assert json.loads(out)[0]["id"] == undo_line.split()[-1]
+    code, out, _ = run("write", "global:tools.md", stdin="I use uv and ruff.\n")
+    assert code == 0 and out.startswith("updated global:tools.md: replaced the existing note")
+    assert run("write", "global:big.md", stdin="x" * 20000)[0] == 1  # the size limit holds
+
+
+@pytest.mark.parametrize("stdin", ["", " \n\n", "terminal"])
+def test_write_refuses_an_empty_text_or_a_terminal_in_one_line(
+    run: Run, tmp_path: Path, stdin: str
+) -> None:
+    code, out, err = run("write", "global:tools.md",
+                         stdin=Terminal("typed\n") if stdin == "terminal" else stdin)
+    assert (code, out) == (1, "") and len(err.splitlines()) == 1
+    why = "stdin, which is a terminal" if stdin == "terminal" else "the note body is empty"
+    assert why in err
+    assert not (tmp_path / "h" / "memory" / "tools.md").exists()
+
+
+def test_purge_drops_a_folders_whole_history_and_is_itself_a_line_without_content(
+    run: Run, tmp_path: Path
+) -> None:
+    assert run("write", "global:infra/db.md", stdin="postgres\n")[0] == 0
+    assert run("write", "global:infra/db.md", stdin="postgres 16\n")[0] == 0
+    assert run("write", "global:infra/deep/dns.md", stdin="bind\n")[0] == 0
+    assert run("write", "global:other.md", stdin="other\n")[0] == 0
+    assert run("rm", "global:other.md")[0] == 0
+    code, out, err = run("purge", "global:infra", "-y")
+    assert (code, err) == (0, "")
+    assert out.startswith("purged global:infra from the memory history (3 changes); the purge "
+                          "is chg_")
+    log = json.loads(run("log", "--json")[1])
+    assert [(c["action"], c["path"]) for c in log] == [
+        ("purge", "infra"), ("delete", "other.md"), ("create", "other.md")]
+    assert log[0]["summary"].startswith("history purged")
+    # The notes themselves stay; the purge has nothing to undo.
+    assert (tmp_path / "h" / "memory" / "infra" / "db.md").read_text() == "postgres 16\n"
+    code, out, err = run("undo", log[0]["id"], "-y")
+    assert (code, out) == (1, "") and "a purge cannot be undone" in err
+    assert (tmp_path / "h" / "memory" / "infra" / "db.md").exists()
+    assert run("purge", "global:infra", "-y")[1] == (
+        "no changes of global:infra in the memory history: nothing was purged\n")
+
+
+def test_purge_asks_on_a_terminal_and_without_one_wants_y(run: Run, tmp_path: Path) -> None:
+    assert run("write", "global:prefs.md", stdin="tabs\n")[0] == 0
+    code, out, err = run("purge", "global:prefs.md")
+    assert (code, out) == (1, "")
+    assert err == ("acp-memory notes: stdin is not a terminal to ask on; add -y to purge the "
+                   "whole history of global:prefs.md\n")
+    code, out, err = run("purge", "global:prefs.md", stdin=Terminal("n\n"))
+    assert (code, out) == (1, "") and err.endswith("[y/N] nothing was purged\n")
+    assert "drop the whole history of global:prefs.md from the memory history?" in err
+    assert len(json.loads(run("log", "--json")[1])) == 1
+    code, out, _ = run("purge", "global:prefs.md", stdin=Terminal("y\n"))
+    assert code == 0 and out.startswith("purged global:prefs.md from the memory history (1 change)")

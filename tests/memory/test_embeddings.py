@@ -167,11 +167,36 @@ async def test_each_fused_list_is_taken_fifty_deep(
 
     server.vector_of = nearer_the_lower_the_number
     write_notes(paths, {f"global:n{i:02}.md": f"item {i}" for i in range(55)})
-    store = open_store(config_for(server.base_url))
+    store = open_store(config_for(server.base_url, min_similarity=-1))  # every note counts
     await index_and_embed(store)
     hits = await search(store, "meaning")  # no note holds the word: the vector list alone
     assert [h.path for h in hits] == [f"global:n{i:02}.md" for i in range(8)]
     assert hits.total == 50
+
+
+async def test_a_note_found_by_its_vector_alone_counts_only_at_min_similarity(
+    paths: Paths, server: FakeEmbeddings, open_store: OpenStore
+) -> None:
+    # Query vectors against fruit [1, 0, 0], cars [0, 1, 0] and tax [0, 0, 1]: "halfway"
+    # lies at cosine 0.6 from fruit and 0.8 from cars, "zzzqqq" away from every note.
+    server.vector_of = keyed(
+        {"halfway": [0.6, 0.8, 0.0], "zzzqqq": [-1.0, -1.0, -1.0], "orchard": [1.0, 0.0, 0.0],
+         "engine": [0.0, 1.0, 0.0]},
+        default=[0.0, 0.0, 1.0],
+    )
+    write_notes(paths, NOTES)
+    store = open_store(config_for(server.base_url, min_similarity=0.7))
+    assert await index_and_embed(store) == 3
+    assert list(await search(store, "zzzqqq xyzzy")) == []
+    assert [h.path for h in await search(store, "halfway")] == ["global:cars.md"]
+    # A note a word list holds keeps its place in the vector list however far it is: fruit
+    # (0.6) and tax (0.0) are spared by the floor, cars (0.8) counts by its vector alone.
+    ranked = ranking(await search(store, "halfway orchard invoices"))
+    assert ranked == [
+        ("global:fruit.md", round(1 / (K + 1) + 1 / (K + 1) + 1 / (K + 2), 4)),
+        ("project:tax.md", round(1 / (K + 2) + 1 / (K + 2) + 1 / (K + 3), 4)),
+        ("global:cars.md", round(1 / (K + 1), 4)),
+    ]
 
 
 async def test_embeddings_off_ranks_exactly_as_words_alone(
@@ -348,6 +373,10 @@ async def test_note_text_is_redacted_cut_and_sent_with_the_configured_dimensions
     assert server.requests[-1].json == {
         "model": "test-embed", "input": ["where is the deploy key"], "dimensions": 3
     }
+    # A secret in a query never reaches the provider either.
+    await search(store, f"deploy key {SECRET}")
+    (query,) = server.requests[-1].json["input"]
+    assert SECRET not in server.requests[-1].body.decode() and "[REDACTED" in query
 
 
 async def test_dimensions_are_not_sent_unless_set(

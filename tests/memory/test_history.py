@@ -3,7 +3,9 @@ refused over a later change or a hand edit, atomic with the write across a crash
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from acp_memory.memory.history.journal import ChangeSource, Journal
-from acp_memory.memory.history.states import Captured
+from acp_memory.memory.history.journal import ChangeSource, Journal, JournalError, change_message
+from acp_memory.memory.history.states import Captured, digest, folder
+from acp_memory.memory.history.summary import undone_line
 from acp_memory.memory.history.undo import ChangedSince, UnknownChange, undo, undo_changes
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore, NoteError
@@ -135,6 +138,31 @@ def test_changes_of_one_path_undone_in_one_step_are_not_refused_over_each_other(
     assert not (store.roots.global_root / "x.md").exists()
     assert [(c.action, c.undoes) for c in journal.changes([store.roots.global_root], "x.md")][
         :2] == [("undo", run[1].id), ("undo", run[0].id)]
+
+
+def test_a_save_in_a_folder_and_the_folders_delete_are_undone_together(
+    store: MemoryStore, journal: Journal
+) -> None:
+    root = store.roots.global_root
+    store.write("global:f/old.md", "old\n")
+    store.write("global:f/x.md", "one\n")
+    store.delete("global:f")
+    undo_changes(store, journal.changes([root], limit=2))  # the delete, then the save
+    assert (root / "f" / "old.md").read_text() == "old\n" and not (root / "f" / "x.md").exists()
+
+
+def test_a_hand_edit_under_a_folder_deleted_later_refuses_the_set_and_undoes_none(
+    store: MemoryStore, journal: Journal
+) -> None:
+    root = store.roots.global_root
+    store.write("global:f/x.md", "one\n")
+    (root / "f" / "x.md").write_text("edited by hand\n")
+    store.delete("global:f")
+    with pytest.raises(ChangedSince, match=r"global:f/x\.md changed since \(chg_\w+\): edited "
+                                           "outside acp-memory"):
+        undo_changes(store, journal.changes([root], limit=2))
+    assert not (root / "f").exists()  # the folder's delete, checked first, was not undone
+    assert [c.action for c in journal.changes([root])] == ["rmdir", "create"]
 
 
 def test_undo_of_a_folder_delete_brings_back_its_links_as_links(store: MemoryStore) -> None:
@@ -323,3 +351,254 @@ def test_recovery_drops_an_intent_whose_path_is_as_it_was(
     recording.__enter__()  # a writer that died before its rename: no exit ever comes
     assert journal.recover(loc.root, lambda rel: Captured(None)) == 1
     assert journal.changes([loc.root]) == []
+
+
+# -- what the history stores: redacted, purged, checked, durable -----------------------------
+
+SECRET = "hunter2hunter2"
+
+
+def test_a_deleted_notes_secret_is_stored_redacted_and_its_undo_says_so(
+    store: MemoryStore, journal: Journal
+) -> None:
+    note = store.roots.global_root / "x.md"
+    note.parent.mkdir(parents=True)
+    note.write_bytes(f"Deploy notes\r\npassword: {SECRET}\n".encode())  # written by hand
+    store.delete("global:x.md")
+    (delete,) = journal.changes([store.roots.global_root])
+    assert SECRET.encode() not in journal.blob(delete.before.removeprefix("note:"))  # type: ignore[union-attr]
+    undone = undo(store, delete.id)
+    assert note.read_bytes() == b"Deploy notes\r\npassword: [REDACTED:password]\n"
+    assert undone.redacted == 1
+    assert f"restored global:x.md with 1 secret redacted; the undo is {undone.undo_id}" in (
+        undone_line(undone))
+    # What the undo wrote is what it recorded: undoing it is not taken for a hand edit.
+    again = undo(store, last(store))
+    assert not note.exists() and again.redacted == 0
+
+
+def test_a_folder_delete_stores_each_file_redacted_and_brings_the_rest_back_byte_for_byte(
+    store: MemoryStore, journal: Journal
+) -> None:
+    infra = store.roots.global_root / "infra"
+    (infra / ".hidden").mkdir(parents=True)
+    (infra / "keys.md").write_text(f"token: ghp_{'a1' * 18}\npassword: {SECRET}\n")
+    (infra / "latin.md").write_bytes(b"caf\xe9\r\nno newline")
+    (infra / ".hidden" / "logo.png").write_bytes(b"\x89PNG\x00\xff")
+    store.delete("global:infra")
+    with sqlite3.connect(journal.db_path) as db:
+        assert not [h for (h,) in db.execute("SELECT hash FROM blobs WHERE instr(data, ?)",
+                                             (SECRET.encode(),))]
+    undone = undo(store, last(store))
+    assert (infra / "keys.md").read_text() == (
+        "token: [REDACTED:github_token]\npassword: [REDACTED:password]\n")
+    assert (infra / "latin.md").read_bytes() == b"caf\xe9\r\nno newline"
+    assert (infra / ".hidden" / "logo.png").read_bytes() == b"\x89PNG\x00\xff"
+    assert undone.redacted == 2 and "with 2 secrets redacted" in undone_line(undone)
+    undo(store, last(store))  # what it recorded is what it wrote, hidden file included
+    assert not infra.exists()
+
+
+_EARLIER_SCHEMA = """
+CREATE TABLE blobs(hash TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE changes(
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, time TEXT NOT NULL,
+    scope TEXT NOT NULL, root TEXT NOT NULL, path TEXT NOT NULL, action TEXT NOT NULL,
+    before TEXT, after TEXT, surface TEXT NOT NULL, session_id TEXT, task_id TEXT,
+    message TEXT, undoes TEXT, done INTEGER NOT NULL DEFAULT 0);
+"""
+
+
+def test_a_journal_of_an_earlier_version_is_redacted_once_when_opened(
+    roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db_path = tmp_path / "home" / "history" / "journal.sqlite3"
+    db_path.parent.mkdir(parents=True)
+    raw = f"password: {SECRET}\n".encode()
+    kept = Captured.note(raw)
+    infra = folder([], {"db.md": digest(raw)}, {}, {})
+    manifest_hash = infra.state.removeprefix("dir:")  # type: ignore[union-attr]
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
+        db.executescript(_EARLIER_SCHEMA)
+        db.executemany("INSERT INTO blobs VALUES (?, ?)",
+                       [(digest(raw), raw), (manifest_hash, infra.blobs[manifest_hash])])
+        for n, (path, action, before) in enumerate([("x.md", "delete", kept.state),
+                                                     ("infra", "rmdir", infra.state)]):
+            db.execute("INSERT INTO changes(id, time, scope, root, path, action, before, "
+                       "surface, done) VALUES (?, '2026-12-01T12:00:00Z', 'global', ?, ?, ?, "
+                       "?, 'cli', 1)", (f"chg_00000000000{n}", str(roots.global_root), path,
+                                        action, before))
+    journal = Journal(db_path, keep_days=0)
+    with MemoryStore(roots, tmp_path / "cache", journal=journal) as store:
+        assert journal.blob(digest(raw)) == b"password: [REDACTED:password]\n"
+        assert journal.blob(manifest_hash) == infra.blobs[manifest_hash]  # names and hashes
+        assert undo(store, "chg_000000000001").redacted == 1
+        assert (roots.global_root / "infra" / "db.md").read_bytes() == (
+            b"password: [REDACTED:password]\n")
+        journal.close()
+        from acp_memory.memory.history import journal as journal_module
+
+        def again(data: bytes) -> tuple[bytes, int]:
+            raise AssertionError("an upgraded journal was redacted again")
+
+        monkeypatch.setattr(journal_module, "redact_bytes", again)
+        assert len(journal.changes([roots.global_root])) == 3
+
+
+def test_a_purge_drops_the_path_from_the_folder_records_holding_it(
+    store: MemoryStore, journal: Journal
+) -> None:
+    infra = store.roots.global_root / "infra"
+    infra.mkdir(parents=True)
+    (infra / "keys.md").write_text("the old key\n")
+    (infra / "db.md").write_text("postgres\n")
+    store.write("global:infra/keys.md", "rotated\n")
+    store.delete("global:infra")
+    rmdir = last(store)
+    keys = journal.manifest_of(journal.change(rmdir).before)["files"]["keys.md"]  # type: ignore[arg-type, union-attr]
+    count, purge_id = journal.purge(("global", store.roots.global_root, "infra/keys.md"), RUN)
+    assert count == 2 and purge_id is not None
+    with pytest.raises(JournalError, match="lacks content"):
+        journal.blob(keys)
+    assert [c.action for c in journal.changes([store.roots.global_root], "infra/keys.md")] == [
+        "purge", "rmdir"]
+    undo(store, rmdir)  # the purge is no later change of the folder
+    assert sorted(p.name for p in infra.iterdir()) == ["db.md"]
+
+
+@pytest.mark.parametrize(("files", "links"), [
+    ({"../../x.md": "HASH"}, {}),
+    ({"ABSOLUTE": "HASH"}, {}),
+    ({}, {"escape.md": "../../x.md"}),
+    ({}, {"abs.md": "/etc/passwd"}),
+    ({}, {"deep/up": "../../../x.md"}),
+])
+def test_a_tampered_folder_record_writes_nothing_outside_the_root_even_forced(
+    store: MemoryStore, journal: Journal, tmp_path: Path, files: dict[str, str],
+    links: dict[str, str]
+) -> None:
+    store.write("global:infra/db.md", "postgres\n")
+    store.delete("global:infra")
+    rmdir = last(store)
+    body = Captured.note(b"planted\n")
+    (h,) = body.blobs
+    files = {str(tmp_path / "x.md") if k == "ABSOLUTE" else k: h for k in files}
+    tampered = folder(["deep"], files, links, body.blobs)
+    with sqlite3.connect(journal.db_path) as db:
+        db.executemany("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)",
+                       list(tampered.blobs.items()))
+        db.execute("UPDATE changes SET before = ? WHERE id = ?", (tampered.state, rmdir))
+    with pytest.raises(NoteError, match=r"^cannot undo global:infra: .*outside the root; "
+                                        "nothing was restored$"):
+        undo(store, rmdir, force=True)
+    assert not (store.roots.global_root / "infra").exists()
+    assert not list(tmp_path.rglob("x.md")) and last(store) == rmdir
+
+
+def test_the_intent_is_committed_durably_before_the_notes_rename(
+    store: MemoryStore, journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from acp_memory.memory import store as store_module
+
+    seen: list[tuple[list[tuple[str, int]], int]] = []
+    rename = store_module.write_atomic
+
+    def observed(path: Path, data: bytes) -> None:
+        # Another reader sees the intent, and the connection that wrote it syncs each commit.
+        with contextlib.closing(sqlite3.connect(journal.db_path)) as other:
+            intents = other.execute("SELECT path, done FROM changes").fetchall()
+        with journal._use() as live:
+            seen.append((intents, live.execute("PRAGMA synchronous").fetchone()[0]))
+        rename(path, data)
+
+    monkeypatch.setattr(store_module, "write_atomic", observed)
+    store.write("global:x.md", "one\n")
+    assert seen == [([("x.md", 0)], 2)]  # 2: FULL
+
+
+def test_a_changes_message_is_its_first_line_redacted_and_cut_at_200_characters() -> None:
+    token = f"ghp_{'a1' * 18}"
+    message = change_message(f"\n   my token {token} and then {'words ' * 60}\nsecond line")
+    assert message.startswith("my token [REDACTED:github_token] and then words")
+    assert len(message) == 200 and token not in message and "second" not in message
+
+
+_DYING_UNDO = """
+import sys
+from pathlib import Path
+from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.undo import undo
+from acp_memory.memory.roots import Roots
+from acp_memory.memory.store import MemoryStore
+base = Path(sys.argv[1])
+journal = Journal(base / "history" / "journal.sqlite3")
+store = MemoryStore(Roots(base / "memory"), base / "cache", journal=journal)
+undo(store, sys.argv[2])
+print("not reached")
+"""
+
+
+def test_a_crash_in_the_middle_of_a_folder_restore_leaves_no_half_folder(
+    tmp_path: Path,
+) -> None:
+    journal = Journal(tmp_path / "history" / "journal.sqlite3")
+    roots = Roots(tmp_path / "memory")
+    infra = roots.global_root / "infra"
+    with MemoryStore(roots, tmp_path / "cache", journal=journal) as store:
+        for name in ("a.md", "b.md", "c.md"):
+            store.write(f"global:infra/{name}", f"{name}\n")
+        store.delete("global:infra")
+        rmdir = last(store)
+        done = subprocess.run(
+            [sys.executable, "-c", _DYING_UNDO, str(tmp_path), rmdir],
+            env={**os.environ, "ACP_MEMORY_TEST_CRASH": "mid_restore"}, capture_output=True,
+            text=True, timeout=60,
+        )
+        assert (done.returncode, done.stdout) == (3, ""), done.stderr
+        assert not infra.exists()  # one file was written, aside
+        store.write("global:y.md", "the next writer settles the intent\n")
+        assert journal.changes([roots.global_root], "infra")[0].action == "rmdir"
+        undo(store, rmdir)
+        assert sorted(p.name for p in infra.iterdir()) == ["a.md", "b.md", "c.md"]
+        assert sorted(p.name for p in roots.global_root.iterdir()) == ["infra", "y.md"]
+    journal.close()
+
+
+_DYING_APPROVE = """
+import sys
+from pathlib import Path
+from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.pending import approve
+from acp_memory.memory.roots import Roots
+from acp_memory.memory.store import MemoryStore
+base = Path(sys.argv[1])
+journal = Journal(base / "history" / "journal.sqlite3")
+store = MemoryStore(Roots(base / "memory"), base / "cache", journal=journal)
+approve(store, sys.argv[2])
+print("not reached")
+"""
+
+
+@pytest.mark.parametrize(("point", "written"), [("after_journal", False), ("after_note", True)])
+def test_a_crash_in_the_middle_of_an_approve_leaves_the_change_held_or_made_never_both(
+    tmp_path: Path, point: str, written: bool
+) -> None:
+    journal = Journal(tmp_path / "history" / "journal.sqlite3")
+    roots = Roots(tmp_path / "memory")
+    note = roots.global_root / "x.md"
+    with MemoryStore(roots, tmp_path / "cache", journal=journal) as store:
+        roots.global_root.mkdir(parents=True)
+        held = journal.hold(("global", roots.global_root, "x.md"), "create", Captured(None),
+                            Captured.note(b"approved\n"), RUN)
+        done = subprocess.run(
+            [sys.executable, "-c", _DYING_APPROVE, str(tmp_path), held.id],
+            env={**os.environ, "ACP_MEMORY_TEST_CRASH": point}, capture_output=True,
+            text=True, timeout=60,
+        )
+        assert (done.returncode, done.stdout) == (3, ""), done.stderr
+        assert note.exists() is written
+        store.settle()
+        made = [c.action for c in journal.changes([roots.global_root])]
+        assert (made, [h.id for h in journal.held()]) == (
+            (["create"], []) if written else ([], [held.id]))
+    journal.close()

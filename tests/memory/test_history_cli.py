@@ -95,10 +95,10 @@ def test_notes_undo_after_a_later_change_names_it_and_force_overrides(
     first, later = (c["id"] for c in reversed(json.loads(run("log", "--json")[1])))
     code, out, err = run("undo", first, "-y")
     assert (code, out) == (1, "")
-    assert err.startswith(f"acp-memory notes: global:prefs.md was changed again since {first} "
-                          f"by {later} (update, ")
-    assert "--force" in err and len(err.splitlines()) == 1
-    assert err.endswith("; nothing was undone (add --force to override)\n")
+    assert err.startswith(f"acp-memory notes: global:prefs.md changed since ({first}): by "
+                          f"{later} (update, ")
+    assert len(err.splitlines()) == 1
+    assert err.endswith("; nothing was undone (notes undo --force undoes anyway)\n")
     assert (tmp_path / "h" / "memory" / "prefs.md").read_text() == "spaces\n"
     code, out, err = run("undo", first, "-y", "--force")
     assert (code, err) == (0, "") and out.startswith(f"undid {first}: removed global:prefs.md")
@@ -112,9 +112,22 @@ def test_notes_undo_over_a_hand_edit_says_so_and_mentions_force(
     (tmp_path / "h" / "memory" / "prefs.md").write_text("edited in vim\n")
     code, _, err = run("undo", last_id(run), "-y")
     assert code == 1 and "edited outside acp-memory" in err and "hand edit" in err
-    assert "--force" in err and len(err.splitlines()) == 1
-    assert err.endswith("; nothing was undone (add --force to override)\n")
+    assert len(err.splitlines()) == 1
+    assert err.endswith("; nothing was undone (notes undo --force undoes anyway)\n")
     assert (tmp_path / "h" / "memory" / "prefs.md").read_text() == "edited in vim\n"
+
+
+def test_notes_undo_of_a_change_undone_already_names_its_undo(
+    run: Run, store: MemoryStore
+) -> None:
+    store.write("global:prefs.md", "tabs\n")
+    change = last_id(run)
+    assert run("undo", change, "-y")[0] == 0
+    undo = last_id(run)
+    code, out, err = run("undo", change, "-y")
+    assert (code, out) == (1, "")
+    assert err == (f"acp-memory notes: global:prefs.md: {change} already undone by {undo}; "
+                   "nothing was undone\n")
 
 
 def test_notes_undo_of_an_unknown_id_is_one_line_and_exit_1(run: Run) -> None:

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from acp_memory.build import build_runner
+from acp_memory.config import Paths
 from acp_memory.config.models import Config, MemoryConfig
 from acp_memory.engine.prompt import Templates, render_system
+from acp_memory.llm.registry import ProviderHub
 from acp_memory.llm.types import ToolCall
 from acp_memory.memory.store import MemoryStore
 from acp_memory.runtime.memory_agent import (
@@ -22,6 +25,7 @@ from acp_memory.runtime.memory_agent import (
     memory_max_turns,
     memory_model_chain,
     memory_model_id,
+    memory_model_warnings,
     memory_tool_set,
     operator_instructions,
 )
@@ -238,6 +242,38 @@ def test_the_model_chain_ends_with_the_sessions_model_and_has_no_repeats() -> No
     cfg = _config(model="fast/small", fallback_models=["big/large", "spare/one"])
     assert memory_model_chain(cfg, "big/large") == ["fast/small", "big/large", "spare/one"]
     assert memory_model_chain(_config(), "big/large") == ["big/large"]
+
+
+def test_the_built_in_offline_model_is_always_a_memory_model_and_a_fallback() -> None:
+    # models[] does not list it, and a run still takes it rather than the session's model.
+    cfg = _config(model="offline/default", fallback_models=["offline/default"])
+    assert memory_model_id(cfg, "big/large") == "offline/default"
+    cfg = _config(model="fast/small", fallback_models=["offline/default"])
+    assert memory_model_chain(cfg, "big/large") == ["fast/small", "offline/default", "big/large"]
+    assert memory_model_warnings(cfg) == []
+
+
+def test_a_memory_model_or_fallback_naming_no_model_is_a_warning() -> None:
+    cfg = _config(model="x/y", fallback_models=["spare/one", "nowhere/z"])
+    assert memory_model_warnings(cfg) == [
+        "memory.model 'x/y' is not among models[]: memory runs use the session's model",
+        "memory.fallback_models[1] 'nowhere/z' is not among models[]: memory runs skip it",
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_memory_model_naming_no_model_is_warned_once_when_the_runner_starts(
+    paths: Paths, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = Config.model_validate({"memory": {"model": "x/y"}})
+    caplog.set_level(logging.WARNING, "acp_memory")
+    async with ProviderHub(cfg) as hub:
+        runner = build_runner(cfg, paths, hub)
+        async with runner.running():
+            pass
+    said = [r.getMessage() for r in caplog.records if "memory.model" in r.getMessage()]
+    assert said == ["memory.model 'x/y' is not among models[]: memory runs use the session's "
+                    "model"]
 
 
 def test_the_child_step_cap() -> None:

@@ -17,7 +17,9 @@ from acp_memory.config.models import MemoryConfig, ToolsConfig
 from acp_memory.llm.offline.memory_child import HELD
 from acp_memory.memory.direct import DirectMemoryTool
 from acp_memory.memory.history.journal import ChangeSource, Journal
+from acp_memory.memory.history.pending import approve
 from acp_memory.memory.history.states import Captured
+from acp_memory.memory.history.undo import ChangedSince
 from acp_memory.memory.review import HELD_PREFIX, Review, TurnQuestions, reviewer_for
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore
@@ -180,6 +182,18 @@ async def test_a_rules_answer_tells_the_parents_stream_nothing(store):
                          relative_path="tea.md")
     assert not err and out == "saved new note global:tea.md (6 bytes)."
     assert told == []
+
+
+def test_approving_over_a_note_changed_since_it_was_held_writes_nothing(store):
+    loc = store.locate("global:tea.md")
+    held = store.journal.hold(("global", loc.root, "tea.md"), "create", Captured(None),
+                              Captured.note(b"green\n"), store.source)
+    loc.root.mkdir(parents=True)
+    loc.path.write_text("written meanwhile\n")
+    with pytest.raises(ChangedSince, match=f"global:tea.md changed since {held.id} was held"):
+        approve(store, held.id)
+    assert loc.path.read_text() == "written meanwhile\n"
+    assert [h.id for h in store.journal.held()] == [held.id]
 
 
 def test_held_changes_expire_after_pending_days(tmp_path: Path):

@@ -62,25 +62,36 @@ def alive(pid: int) -> bool:
     return stat is not None and stat[0] != "Z"
 
 
-async def assert_gone(leader: int, *children: int, timeout: float = 5) -> None:
+async def assert_gone(leader: int, *children: int, timeout: float = 10) -> None:
     """The command's known processes have exited and its process group has no live member.
 
-    Death follows a signal by a moment (the kernel finishes the exit asynchronously), so each
-    child is awaited through a pidfd, which turns readable when the process has exited; a
-    child nobody killed keeps the wait open until the bound fails the test.
+    Death follows a signal by a moment (the kernel finishes the exit asynchronously), so every
+    process asserted dead is first awaited through a pidfd, which turns readable when it has
+    exited: the leader, each child, then whatever the group still holds, until it holds nothing.
+    A process nobody killed keeps its wait open until the bound fails the test.
     """
     with anyio.fail_after(timeout):
-        for pid in children:
-            try:
-                fd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                continue
-            try:
-                await anyio.wait_readable(fd)
-            finally:
-                os.close(fd)
+        for pid in (leader, *children):
+            await _exited(pid)
+        while members := group_members(leader):
+            for pid in members:
+                await _exited(pid)
     assert not alive(leader)
     assert group_members(leader) == []
+
+
+async def _exited(pid: int) -> None:
+    """Return once pid has exited (at once when there is no such process)."""
+    if pid <= 0:
+        return
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        await anyio.wait_readable(fd)
+    finally:
+        os.close(fd)
 
 
 def group_members(pgid: int) -> list[int]:

@@ -267,8 +267,8 @@ def _normal(text: str) -> str:
 
 
 def _title(fact: str) -> str:
-    """A short title from the fact's first words."""
-    text = fact.rstrip(" .!?…")
+    """A short title from the first words of the fact's first line."""
+    text = fact.split("\n", 1)[0].rstrip(" .!?…")
     if len(text) <= _TITLE_CHARS:
         return text
     cut = text[:_TITLE_CHARS].rsplit(" ", 1)[0]

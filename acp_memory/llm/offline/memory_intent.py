@@ -1,7 +1,9 @@
 """The phrases that ask the memory child to keep or forget something, or not to look at all.
 
 A trigger ("remember", "forget", their Russian forms) keeps the sentence that carries it, the
-trigger phrase removed; a sentence evidently meant to last ("… for future sessions") is kept too.
+trigger phrase removed; a sentence evidently meant to last ("… for future sessions") is kept too,
+with the message's other sentences when it points back ("add a line saying that this fact
+should be remembered"), so that what "this" names is kept as well.
 The project root is meant when the message names the project, workspace or repository.
 """
 
@@ -62,6 +64,18 @@ _LASTING = re.compile(
     r"|\bна\s+будущее\b|\bдля\s+будущих\s+сесси\w*",
     re.IGNORECASE,
 )
+# A sentence that points back ("… that this fact should be remembered", "keep it in mind")
+# names its fact elsewhere in the message: the words just before the intent, or in it.
+_POINTS_BACK = re.compile(
+    r"(?:\b(?:this|that|these|those|it)(?:\s+(?:fact|facts|one|rule|detail|details|info"
+    r"|information|line|sentence|answer|codeword))?|(?<!\w)(?:это|этот|эта|эту|эти|то)"
+    r"(?:\s+\w+)?)\s*$",
+    re.IGNORECASE,
+)
+_POINTER = re.compile(r"\b(?:this|that|these|those|it)\b|(?<!\w)(?:это|то)(?!\w)", re.IGNORECASE)
+# How much of the message a note that points back keeps: well within memory.max_note_bytes
+# (16 KiB by default), redaction markers included.
+_CONTEXT_BYTES = 4096
 _RULE = re.compile(r"\bfrom\s+now\s+on\b|\bgoing\s+forward\b|\bвпредь\b|\bотныне\b", re.IGNORECASE)
 _CLAUSE_BREAK = re.compile(r"[,;:—–()]")
 # The words a clause that only asks for remembering is made of.
@@ -128,6 +142,8 @@ def _lasting_fact(sentences: list[str]) -> str | None:
                 return sentence
             continue
         fact = _without_asking_clause(sentence, match)
+        if fact == sentence and _points_back(sentence, match):
+            return _with_context(sentences, i)
         if not tokens(fact):
             # "This should be remembered for future sessions." after (or before) the fact.
             near = [s for s in (sentences[i - 1 : i] + sentences[i + 1 : i + 2]) if tokens(s)]
@@ -135,6 +151,25 @@ def _lasting_fact(sentences: list[str]) -> str | None:
         if tokens(fact):
             return fact  # verbatim: a codeword and the words around it as the user wrote them
     return None
+
+
+def _points_back(sentence: str, match: re.Match[str]) -> bool:
+    """Whether the intent names what should last by a pointer ("this fact", "it")."""
+    return bool(_POINTS_BACK.search(sentence[: match.start()]) or _POINTER.search(match[0]))
+
+
+def _with_context(sentences: list[str], i: int) -> str:
+    """Sentence i with the message's other sentences, in order, one a line: the nearest first
+    while they fit in _CONTEXT_BYTES (the task text is redacted already)."""
+    kept = {i}
+    size = len(sentences[i].encode())
+    for j in sorted(range(len(sentences)), key=lambda j: abs(j - i))[1:]:
+        cost = len(sentences[j].encode()) + 1
+        if size + cost > _CONTEXT_BYTES:
+            break
+        kept.add(j)
+        size += cost
+    return "\n".join(sentences[j] for j in sorted(kept))
 
 
 def _without_asking_clause(sentence: str, match: re.Match[str]) -> str:

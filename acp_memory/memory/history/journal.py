@@ -3,8 +3,10 @@
 A change is journaled as an intent (committed, so fsynced) before the note's rename and marked
 done after it; a process that died between the two leaves an intent that the next writer of
 that root settles under the root's lock: the path holding the intent's "before" drops it,
-anything else completes it. A journal that cannot be written refuses the change. Contents are
-stored once by hash; records older than `memory.history_days` go, with the blobs only they held.
+anything else completes it (and an approved change's hold goes with its completion). A
+journal that cannot be written refuses the change. Contents are stored once by hash, redacted
+(a journal of an earlier version is redacted once when this one opens it); records older than
+`memory.history_days` go, with the blobs only they held. A purge drops every record of a path.
 
 The same database keeps the changes held for approval (`pending.py`), the recall read stamps
 and each memory run's cost.
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
 import sqlite3
 import threading
@@ -24,20 +25,29 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
-from acp_memory.memory.history.states import DIR, Captured, manifest
-from acp_memory.memory.redact import redact_text
+from acp_memory.memory.history.states import (
+    DIR,
+    NOTE,
+    Captured,
+    crash_point,
+    manifest,
+    without,
+)
+from acp_memory.memory.redact import redact_bytes, redact_text
 from acp_memory.timestamps import Now, iso, utc_now
 
-ACTIONS = ("create", "update", "delete", "mkdir", "rmdir", "undo")
+ACTIONS = ("create", "update", "delete", "mkdir", "rmdir", "undo", "purge")
 SURFACES = ("memory_run", "memory_tool", "cli", "http", "command")
-CRASH_ENV = "ACP_MEMORY_TEST_CRASH"  # after_journal | after_note: tests' crash points
+# 1: contents redacted, blobs.redacted and changes.releases added.
+_VERSION = 1
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS blobs(hash TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs(hash TEXT PRIMARY KEY, data BLOB NOT NULL,
+                                 redacted INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS changes(
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, time TEXT NOT NULL,
     scope TEXT NOT NULL, root TEXT NOT NULL, path TEXT NOT NULL, action TEXT NOT NULL,
     before TEXT, after TEXT, surface TEXT NOT NULL, session_id TEXT, task_id TEXT,
-    message TEXT, undoes TEXT, done INTEGER NOT NULL DEFAULT 0);
+    message TEXT, undoes TEXT, done INTEGER NOT NULL DEFAULT 0, releases TEXT);
 CREATE INDEX IF NOT EXISTS changes_at ON changes(root, path, seq);
 CREATE INDEX IF NOT EXISTS changes_of_task ON changes(task_id);
 CREATE INDEX IF NOT EXISTS intents ON changes(root) WHERE done = 0;
@@ -134,12 +144,6 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(6)}"
 
 
-def crash_point(name: str) -> None:
-    """The test hook: with ACP_MEMORY_TEST_CRASH=name the process ends here, at once."""
-    if os.environ.get(CRASH_ENV) == name:
-        os._exit(3)
-
-
 class Journal:
     """The database under the home; opened on first use, shared by threads (one lock)."""
 
@@ -192,6 +196,8 @@ class Journal:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=FULL")  # an intent is on disk before the rename
                 db.executescript(_SCHEMA)
+                if db.execute("PRAGMA user_version").fetchone()[0] < _VERSION:
+                    _upgrade(db)
             except BaseException:
                 db.close()
                 raise
@@ -218,10 +224,7 @@ class Journal:
                 gone += db.execute("DELETE FROM pending WHERE time < ?",
                                    (iso(now - timedelta(days=self.pending_days)),)).rowcount
             if gone:
-                used = self._used_blobs(db)
-                stored = {h for (h,) in db.execute("SELECT hash FROM blobs")}
-                db.executemany("DELETE FROM blobs WHERE hash = ?",
-                               [(h,) for h in stored - used])
+                self._sweep(db)
             db.execute("COMMIT")
 
     def prune(self) -> None:
@@ -230,9 +233,14 @@ class Journal:
             if self._pruned is None or self._pruned < self.now() - timedelta(seconds=1):
                 self._prune(db)
 
+    def _sweep(self, db: sqlite3.Connection) -> None:
+        """Drop the blobs no record uses any more."""
+        used = self._used_blobs(db)
+        stored = {h for (h,) in db.execute("SELECT hash FROM blobs")}
+        db.executemany("DELETE FROM blobs WHERE hash = ?", [(h,) for h in stored - used])
+
     def _used_blobs(self, db: sqlite3.Connection) -> set[str]:
-        states = {s for pair in db.execute("SELECT before, after FROM changes UNION ALL "
-                                           "SELECT before, after FROM pending") for s in pair if s}
+        states = _states(db)
         used = {state.partition(":")[2] for state in states}
         for state in states:  # each folder's manifest once, however many records name it
             if state.startswith(DIR):
@@ -253,6 +261,17 @@ class Journal:
     def manifest_of(self, state: str) -> dict[str, Any]:
         return manifest(state, self.blob)
 
+    def redacted(self, state: str | None) -> int:
+        """How many secrets the contents a state names lost when they were stored (what
+        putting the state back cannot restore)."""
+        if state is None:
+            return 0
+        hashes = [state[len(NOTE):]] if state.startswith(NOTE) else list(
+            self.manifest_of(state)["files"].values())
+        with self._use() as db:
+            return sum(n for h in hashes for (n,) in db.execute(
+                "SELECT redacted FROM blobs WHERE hash = ?", (h,)))
+
     # -- recording a change ----------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -266,20 +285,23 @@ class Journal:
         *,
         current: Callable[[], Captured],
         undoes: str | None = None,
+        releases: str | None = None,
     ) -> Iterator[str]:
         """Journal the change (scope, root, path) as an intent, yield its id for the caller
         to make it, then mark it done. A caller that fails settles it by `current()`: the
-        path as it was means nothing happened."""
+        path as it was means nothing happened. `releases` names the held change this one
+        makes: it is dropped with the change's completion, never before."""
         scope, root, path = where
         change_id = new_id("chg")
+        rows = self._blob_rows(before, after)
         with self._use(write=True) as db:
-            _keep_blobs(db, before, after)
+            db.executemany(_INSERT_BLOB, rows)
             db.execute(
-                f"INSERT INTO changes({_CHANGE_COLUMNS.removeprefix('seq, ')}, done) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+                f"INSERT INTO changes({_CHANGE_COLUMNS.removeprefix('seq, ')}, done, releases) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?)",
                 (change_id, iso(self.now()), scope, str(root), path, action, before.state,
                  after.state, source.surface, source.session_id, source.task_id,
-                 source.message, undoes),
+                 source.message, undoes, releases),
             )
         crash_point("after_journal")
         try:
@@ -291,14 +313,24 @@ class Journal:
         crash_point("after_note")
         with contextlib.suppress(JournalError):  # the intent stays; the next writer settles it
             with self._use(write=True) as db:
-                db.execute("UPDATE changes SET done = 1 WHERE id = ?", (change_id,))
+                _complete(db, change_id)
 
     def _settle(self, change_id: str, before: str | None, now_state: str | None) -> None:
         with self._use(write=True) as db:
             if now_state == before:
                 db.execute("DELETE FROM changes WHERE id = ?", (change_id,))
             else:
-                db.execute("UPDATE changes SET done = 1 WHERE id = ?", (change_id,))
+                _complete(db, change_id)
+
+    def _blob_rows(self, *captured: Captured) -> list[tuple[str, bytes, int]]:
+        """The blobs the states name that are not stored yet, as rows: a note's contents
+        redacted (outside any transaction: a large folder takes a while), a manifest as is."""
+        wanted = {h: (data, c.state == DIR + h) for c in captured for h, data in c.blobs.items()}
+        with self._use() as db:
+            known = {h for h in wanted
+                     if db.execute("SELECT 1 FROM blobs WHERE hash = ?", (h,)).fetchone()}
+        return [(h, data, 0) if is_manifest else (h, *redact_bytes(data))
+                for h, (data, is_manifest) in wanted.items() if h not in known]
 
     def recover(self, root: Path, current: Callable[[str], Captured]) -> int:
         """Settle the intents a dead process left on root; call it holding the root's lock.
@@ -358,12 +390,13 @@ class Journal:
             return [Change.from_row(r) for r in db.execute(sql, params)]
 
     def later(self, change: Change) -> list[Change]:
-        """The done changes after `change` that touched its path, oldest first."""
+        """The done changes after `change` that touched its path, oldest first (a purge
+        touched no file)."""
         ancestors = _ancestors(change.path)
         with self._use() as db:
             rows = db.execute(
                 f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE root = ? AND seq > ? AND done = 1 "
-                f"AND (path = ? OR path LIKE ? ESCAPE '\\' OR path IN "
+                f"AND action != 'purge' AND (path = ? OR path LIKE ? ESCAPE '\\' OR path IN "
                 f"({','.join('?' * len(ancestors))})) ORDER BY seq",
                 (change.root, change.seq, change.path, _like_prefix(change.path), *ancestors),
             ).fetchall()
@@ -374,11 +407,53 @@ class Journal:
         candidates = [path, *_ancestors(path)]
         with self._use() as db:
             row = db.execute(
-                f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE root = ? AND done = 1 AND path IN "
+                f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE root = ? AND done = 1 "
+                f"AND action != 'purge' AND path IN "
                 f"({','.join('?' * len(candidates))}) ORDER BY seq DESC LIMIT 1",
                 (str(root), *candidates),
             ).fetchone()
         return Change.from_row(row) if row else None
+
+    def purge(self, where: tuple[str, Path, str], source: ChangeSource) -> tuple[int, str | None]:
+        """Drop every record of path (a folder's: of everything under it; the root's: all),
+        held changes included, leave it out of the records of the folders holding it, sweep
+        the contents no record uses any more, and record the purge itself, without content.
+        How many records were dropped or trimmed, and the purge's id (None when none was)."""
+        scope, root, path = where
+        mine, params = ("(path = ? OR path LIKE ? ESCAPE '\\')", [path, _like_prefix(path)]
+                        ) if path else ("1", [])
+        with self._use(write=True) as db:
+            count = sum(db.execute(f"DELETE FROM {table} WHERE root = ? AND {mine} "
+                                   "AND action != 'purge'",  # earlier purges hold no content
+                                   (str(root), *params)).rowcount
+                        for table in ("changes", "pending"))
+            holders = _ancestors(path) if path else []
+            rows = db.execute(
+                f"SELECT id, path, before, after FROM changes WHERE root = ? AND path IN "
+                f"({','.join('?' * len(holders))})", (str(root), *holders)).fetchall()
+            for change_id, folder_path, *states in rows:
+                inner = path[len(folder_path):].lstrip("/")
+                trimmed = [without(s, inner, self.blob) if s and s.startswith(DIR) else None
+                           for s in states]
+                if all(t is None or t.state == s for t, s in zip(trimmed, states, strict=True)):
+                    continue
+                db.executemany(_INSERT_BLOB, [(h, data, 0) for t in trimmed if t
+                                              for h, data in t.blobs.items()])
+                before, after = (t.state if t else s for t, s in zip(trimmed, states,
+                                                                     strict=True))
+                db.execute("UPDATE changes SET before = ?, after = ? WHERE id = ?",
+                           (before, after, change_id))
+                count += 1
+            if not count:
+                return 0, None
+            self._sweep(db)
+            purge_id = new_id("chg")
+            db.execute(
+                f"INSERT INTO changes({_CHANGE_COLUMNS.removeprefix('seq, ')}, done) "
+                "VALUES (?,?,?,?,?,?,NULL,NULL,?,?,?,?,NULL,1)",
+                (purge_id, iso(self.now()), scope, str(root), path, "purge", source.surface,
+                 source.session_id, source.task_id, source.message))
+        return count, purge_id
 
     # -- changes held for approval ---------------------------------------------------------
 
@@ -388,8 +463,9 @@ class Journal:
         scope, root, path = where
         held = Held(new_id("pnd"), iso(self.now()), scope, str(root), path, action,
                     before.state, after.state, source)
+        rows = self._blob_rows(before, after)
         with self._use(write=True) as db:
-            _keep_blobs(db, before, after)
+            db.executemany(_INSERT_BLOB, rows)
             db.execute("INSERT INTO pending VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                        (held.id, held.time, scope, str(root), path, action, before.state,
                         after.state, source.surface, source.session_id, source.task_id,
@@ -456,10 +532,46 @@ class Journal:
             return [dict(zip(names, row, strict=True)) for row in db.execute(sql)]
 
 
-def _keep_blobs(db: sqlite3.Connection, *captured: Captured) -> None:
-    """Store the contents the states name, each hash once."""
-    db.executemany("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)",
-                   [item for c in captured for item in c.blobs.items()])
+_INSERT_BLOB = "INSERT OR IGNORE INTO blobs(hash, data, redacted) VALUES (?, ?, ?)"
+
+
+def _complete(db: sqlite3.Connection, change_id: str) -> None:
+    """Mark a change done, and drop the held change it made, in the caller's transaction."""
+    db.execute("DELETE FROM pending WHERE id = (SELECT releases FROM changes WHERE id = ?)",
+               (change_id,))
+    db.execute("UPDATE changes SET done = 1 WHERE id = ?", (change_id,))
+
+
+def _states(db: sqlite3.Connection) -> set[str]:
+    return {s for pair in db.execute("SELECT before, after FROM changes UNION ALL "
+                                     "SELECT before, after FROM pending") for s in pair if s}
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Bring a journal of an earlier version up to this one, once: the new columns, then
+    every content it stored redacted (a manifest is kept as it is: it holds only names and
+    hashes), in one transaction."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if db.execute("PRAGMA user_version").fetchone()[0] < _VERSION:  # not done meanwhile
+            columns = {t: {row[1] for row in db.execute(f"PRAGMA table_info({t})")}
+                       for t in ("blobs", "changes")}
+            if "redacted" not in columns["blobs"]:
+                db.execute("ALTER TABLE blobs ADD COLUMN redacted INTEGER NOT NULL DEFAULT 0")
+            if "releases" not in columns["changes"]:
+                db.execute("ALTER TABLE changes ADD COLUMN releases TEXT")
+            manifests = {s[len(DIR):] for s in _states(db) if s.startswith(DIR)}
+            for h, data in db.execute("SELECT hash, data FROM blobs").fetchall():
+                if h not in manifests:
+                    red, count = redact_bytes(bytes(data))
+                    if count:
+                        db.execute("UPDATE blobs SET data = ?, redacted = ? WHERE hash = ?",
+                                   (red, count, h))
+            db.execute(f"PRAGMA user_version = {_VERSION}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def _ancestors(path: str) -> list[str]:

@@ -7,7 +7,7 @@ a diff against the text they saw.
 from __future__ import annotations
 
 from acp_memory.memory.history.journal import ChangeSource, Held
-from acp_memory.memory.history.states import Captured, apply, capture
+from acp_memory.memory.history.states import apply, capture, restoring
 from acp_memory.memory.history.undo import ChangedSince, UnknownChange, journal_of, location_of
 from acp_memory.memory.store import MemoryStore
 
@@ -30,10 +30,11 @@ def approve(store: MemoryStore, pending_id: str, *, by: ChangeSource | None = No
         if now.state != held.before:
             raise ChangedSince(f"{loc.display} changed since {held.id} was held; nothing was "
                             "written (reject it, or ask again)")
-        with store.recording(loc, held.action, now, Captured(held.after),
-                             source=held.source if by is None else by):
-            apply(loc.path, held.after, journal.blob)
-        journal.release(held.id)
+        # The hold goes with the change's completion: a crash leaves it held or made, not both.
+        with store.recording(loc, held.action, now, restoring(held.after, journal.blob),
+                             source=held.source if by is None else by, releases=held.id):
+            apply(loc.path, held.after, journal.blob, root=loc.root)
+        journal.release(held.id)  # when nothing was recorded (no journal, nothing changes)
     return held
 
 

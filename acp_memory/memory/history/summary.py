@@ -23,6 +23,8 @@ def summary(change: Change | Held, journal: Journal) -> str:
 def _summary(change: Change | Held, journal: Journal) -> str:
     before, after = change.before, change.after
     prefix = f"undid {change.undoes}: " if change.action == "undo" else ""
+    if change.action == "purge":
+        return "history purged (every earlier record of it dropped)"
     if before is None and after is None:
         return prefix + "no content"
     if after is None:
@@ -93,9 +95,12 @@ def source_text(source: ChangeSource) -> str:
 
 
 def undone_line(undone: Undone) -> str:
-    """What an undo did: `undid chg_…: restored global:prefs.md; the undo is chg_…`."""
+    """What an undo did: `undid chg_…: restored global:prefs.md; the undo is chg_…` (`restored
+    global:prefs.md with 1 secret redacted` when the history kept its text redacted)."""
     count = f" ({_notes(undone.restored)})" if undone.display.endswith("/") else ""
-    did = f"restored {undone.display}{count}" if undone.change.before else (
+    redacted = (f" with {counted(undone.redacted, 'secret')} redacted" if undone.redacted
+                else "")
+    did = f"restored {undone.display}{count}{redacted}" if undone.change.before else (
         f"removed {undone.display} (it did not exist before)")
     return f"undid {undone.change.id}: {did}" + (
         f"; the undo is {undone.undo_id}" if undone.undo_id else "")

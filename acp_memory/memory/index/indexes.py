@@ -153,8 +153,6 @@ class SearchIndexes(ClosedOnExit):
             victims = [self._retire_locked(entry) for entry in self._open.values()]
             self._open.clear()
         _close_all(victims)
-        if self.embeddings is not None:
-            self.embeddings.close()
 
     @contextlib.contextmanager
     def _up_to_date(

@@ -40,9 +40,10 @@ async function showHistory(note) {
       query: { root: note.root, path: note.path, limit: 20 },
     });
     if (state.note !== note) return;  // another note was opened meanwhile
+    // A purge kept no content: it has nothing to put back.
     list.replaceChildren(...changes.map((c) => changeItem(c, c.path !== note.path,
-      h('button', { type: 'button', class: 'undo', onclick: (e) => undoChange(c, e.target, 'history-message') },
-        'Undo'))));
+      c.action === 'purge' ? null : h('button', { type: 'button', class: 'undo',
+        onclick: (e) => undoChange(c, e.target, 'history-message') }, 'Undo'))));
     if (!changes.length) list.append(h('li', { class: 'empty' }, 'No recorded change yet.'));
   } catch (err) {
     say('history-message', err.message, true);
@@ -57,10 +58,13 @@ async function undoChange(change, button, messageId, force = false) {
       method: 'POST', body: { change_id: change.id, force },
     });
     const brought = result.restored ? `, ${plural(result.restored, 'note')} back` : '';
+    const redacted = result.redacted
+      ? ` with ${plural(result.redacted, 'secret')} redacted` : '';
     await afterChange(result.root, result.path);
     // An undo that removed the open note closed it, and its message with it.
     const shown = $(messageId).closest('[hidden]') ? 'tree-message' : messageId;
-    say(shown, `Undid the ${change.action} of ${result.root}:${result.path}${brought}.`);
+    say(shown, `Undid the ${change.action} of ${result.root}:${result.path}${brought}`
+      + `${redacted}.`);
   } catch (err) {
     if (err.status !== 409 || force) {
       say(messageId, err.message, true);
