@@ -131,8 +131,8 @@ def load_env_file(path: Path) -> None:
         raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from exc
 
 
-def read_raw(path: Path) -> dict[str, Any] | None:
-    """The YAML mapping in a config file, or None when the file does not exist."""
+def _read_bounded(path: Path) -> bytes | None:
+    """A config file's bytes within MAX_CONFIG_BYTES, or None when it does not exist."""
     try:
         with path.open("rb") as file:
             data = file.read(MAX_CONFIG_BYTES + 1)  # never more than the bound in memory
@@ -143,6 +143,13 @@ def read_raw(path: Path) -> dict[str, Any] | None:
     if len(data) > MAX_CONFIG_BYTES:
         # Before decoding: the cut may fall inside a character, which is no encoding error.
         raise ConfigError(f"{path}: {TOO_LARGE}")
+    return data
+
+
+def read_raw(path: Path) -> dict[str, Any] | None:
+    """The YAML mapping in a config file, or None when the file does not exist."""
+    if (data := _read_bounded(path)) is None:
+        return None
     try:
         return parse_raw(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -276,15 +283,8 @@ def read_project_mcp(cwd: Path) -> dict[str, McpServerConfig] | None:
     expanded), or None when there is no such file; a ConfigError names the file and what is
     wrong with it."""
     path = cwd / PROJECT_MCP_FILE
-    try:
-        with path.open("rb") as file:
-            data = file.read(MAX_CONFIG_BYTES + 1)
-    except (FileNotFoundError, NotADirectoryError):
+    if (data := _read_bounded(path)) is None:
         return None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: {TOO_LARGE}")
     try:
         raw = json.loads(data)
     except UnicodeDecodeError as exc:

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from acp_memory import __version__
 from acp_memory.clock import Clock
 from acp_memory.mcpclient.specs import ServerSpec, masked_urls
-from acp_memory.mcpclient.stderr import stderr_to_log
+from acp_memory.mcpclient.stderr import LastWords, stderr_to_log
 from acp_memory.tasks.reaper import end_family, exited, spawned_with
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,9 @@ CALL_TIMEOUT_SECONDS = 120.0
 MARK_VARIABLE = "ACP_MEMORY_MCP_SERVER"
 # Why a server whose output does not decode is dropped at once, rather than at the timeout.
 NOT_UTF8 = "its output is not UTF-8"
+EXITED_AT_START = "the server exited before it answered"
+# A dead server's last stderr line, quoted in its failure, is cut here.
+LAST_WORDS_CHARS = 200
 
 Item = SessionMessage | Exception
 
@@ -106,6 +109,7 @@ class ServerConnection:
         self._scope = anyio.CancelScope()
         self._mark = f"{MARK_VARIABLE}={secrets.token_hex(8)}"
         self._leader: int | None = None  # a stdio server's pid, once it answered
+        self._last_words = LastWords()  # a stdio server's last stderr line
 
     @property
     def name(self) -> str:
@@ -177,7 +181,11 @@ class ServerConnection:
             with self._scope:
                 await self._connect_and_serve()
         except Exception as exc:  # whatever the SDK or the transport raises, one line
-            self._fail(masked_urls(_reason(exc)).partition("\n")[0])
+            reason = _reason(exc)
+            if reason == EXITED_AT_START and self._last_words.line:
+                # Its stderr is in the log, below debug on a terminal: quote why it died.
+                reason = f"{reason}: {self._last_words.line[:LAST_WORDS_CHARS]}"
+            self._fail(masked_urls(reason).partition("\n")[0])
         finally:
             self._session = None
             if self.failure is None:
@@ -255,16 +263,20 @@ class ServerConnection:
                 cwd=self.cwd,
                 encoding_error_handler="replace",
             )
-            return _stdio(spec.name, params)
+            return _stdio(spec.name, params, self._last_words)
         if spec.type == "sse":
             return sse_client(spec.url, headers=dict(spec.headers))
         return _streamable_http(spec)
 
 
 @contextlib.asynccontextmanager
-async def _stdio(name: str, params: StdioServerParameters) -> AsyncIterator[Any]:
+async def _stdio(
+    name: str, params: StdioServerParameters, last: LastWords
+) -> AsyncIterator[Any]:
     # The server's stderr goes to the log as `mcp <name>: …`, never unprefixed onto ours.
-    async with stderr_to_log(name) as errlog, stdio_client(params, errlog=errlog) as streams:
+    async with stderr_to_log(name, last) as errlog, stdio_client(
+        params, errlog=errlog
+    ) as streams:
         yield streams
 
 
@@ -308,7 +320,7 @@ def _reason(exc: BaseException) -> str:
         return _reason(exc.exceptions[0])
     if isinstance(exc, MCPError):
         message = exc.error.message
-        return "the server exited before it answered" if message == "Connection closed" else message
+        return EXITED_AT_START if message == "Connection closed" else message
     if isinstance(exc, FileNotFoundError):
         return f"cannot run {exc.filename or 'its command'}: no such file"
     if isinstance(exc, OSError):

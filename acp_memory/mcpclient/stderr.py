@@ -28,17 +28,26 @@ MAX_LINE_CHARS = 4096
 DRAIN_SECONDS = 1.0
 
 
+class LastWords:
+    """The last line a server wrote on its stderr: why it died, as often as not, which its
+    failure quotes where the log alone would hide it below debug."""
+
+    def __init__(self) -> None:
+        self.line = ""
+
+
 @contextlib.asynccontextmanager
-async def stderr_to_log(name: str) -> AsyncIterator[TextIO]:
-    """A file to hand the server as its stderr; what it writes is logged until the block
-    ends (then the lines already written, within DRAIN_SECONDS)."""
+async def stderr_to_log(name: str, last: LastWords | None = None) -> AsyncIterator[TextIO]:
+    """A file to hand the server as its stderr; what it writes is logged (and its last line
+    kept in `last`) until the block ends (then the lines already written, within
+    DRAIN_SECONDS)."""
     read_fd, write_fd = os.pipe()
     sink = os.fdopen(write_fd, "w")
     source = FdReceiveStream(read_fd)
     drained = anyio.Event()
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_log_lines, source, name, drained)
+            tg.start_soon(_log_lines, source, name, last or LastWords(), drained)
             try:
                 yield sink
             finally:
@@ -53,7 +62,9 @@ async def stderr_to_log(name: str) -> AsyncIterator[TextIO]:
         os.close(read_fd)
 
 
-async def _log_lines(source: FdReceiveStream, name: str, drained: anyio.Event) -> None:
+async def _log_lines(
+    source: FdReceiveStream, name: str, last: LastWords, drained: anyio.Event
+) -> None:
     held = ""
     # A character cut between two reads is decoded whole; bytes that are not UTF-8 show as �.
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -65,15 +76,16 @@ async def _log_lines(source: FdReceiveStream, name: str, drained: anyio.Event) -
                 break
             *lines, held = (held + decoder.decode(chunk)).split("\n")
             for line in lines:
-                _say(name, line)
+                _say(name, line, last)
             while len(held) > MAX_LINE_CHARS:
-                _say(name, held[:MAX_LINE_CHARS])
+                _say(name, held[:MAX_LINE_CHARS], last)
                 held = held[MAX_LINE_CHARS:]
-        _say(name, held + decoder.decode(b"", final=True))
+        _say(name, held + decoder.decode(b"", final=True), last)
     finally:
         drained.set()
 
 
-def _say(name: str, line: str) -> None:
+def _say(name: str, line: str, last: LastWords) -> None:
     if line := line.rstrip():
         log.info("mcp %s: %s", name, line)
+        last.line = line

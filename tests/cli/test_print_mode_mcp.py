@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from cli.test_print_mode import configure, fake_model, home, print_mode, project
 from fakes.httpserver import Recorded
-from fakes.mcp_servers import EXIT_MESSAGE, PICTURE, stdio_entry
+from fakes.mcp_servers import CHATTER, EXIT_MESSAGE, PICTURE, stdio_entry
 from fakes.openai_server import FakeOpenAI
 from fakes.script import call, text, tool_calls
 from mcptools.mcpkit import killed_at_the_end, read_pids
@@ -81,8 +81,10 @@ async def test_a_server_that_exits_at_start_is_one_line_and_the_turn_goes_on(hom
     assert done.code == 0, done.stderr
     assert done.stdout.strip() == "Still here."  # the notice is not the model's reply
     said = [line for line in done.lines if "MCP server broken" in line]
-    assert len(said) == 1 and said[0].startswith("acp-memory: MCP server broken: "), done.lines
-    assert "Traceback" not in done.stderr and EXIT_MESSAGE not in done.stderr  # the log's
+    # Its stderr is the log's; its last line, why it died, is quoted in the one line.
+    assert said == [f"acp-memory: MCP server broken: the server exited before it answered: "
+                    f"{EXIT_MESSAGE}"], done.lines
+    assert "Traceback" not in done.stderr and done.stderr.count(EXIT_MESSAGE) == 1
     assert not [name for name in offered(model.requests[0]) if name.startswith("mcp__")]
 
 
@@ -92,11 +94,11 @@ async def test_a_servers_stderr_is_on_the_terminal_under_its_name_only_at_debug(
 ):
     async with FakeOpenAI() as model:
         model.script(text("Still here."))
-        configure(home, mcp_config(model, mcp={"servers": {"broken": stdio_entry("exit")}}))
+        configure(home, mcp_config(model, mcp={"servers": {"chatty": stdio_entry("chatty")}}))
         done = await print_mode("--log-level", level, "-p", "hello", home=home, cwd=project)
     assert done.code == 0, done.stderr
-    shown = [line for line in done.lines if EXIT_MESSAGE in line]
-    expected = [f"acp-memory: mcp broken: {EXIT_MESSAGE}"] if level == "debug" else []
+    shown = [line for line in done.lines if CHATTER in line]
+    expected = [f"acp-memory: mcp chatty: {CHATTER}"] if level == "debug" else []
     assert shown == expected, done.lines
 
 

@@ -60,6 +60,7 @@ TOOL_NAMES = (
 READ_ONLY_TOOLS = ("lookup",)
 EXPLODE_MESSAGE = "the fake tool exploded"
 EXIT_MESSAGE = "fake mcp server: refusing to start"
+CHATTER = "fake mcp server: warming up the caches"  # the `chatty` mode's stderr line
 # The smallest valid PNG (1x1, transparent).
 PICTURE = bytes.fromhex(
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
@@ -237,8 +238,11 @@ def main(argv: list[str]) -> int:
         return 0
     if mode == "family":
         _leave_a_family(Path(os.environ["FAMILY_PIDS"]))
+    elif mode == "chatty":
+        print(CHATTER, file=sys.stderr, flush=True)
     elif mode != "stdio":
-        print(f"unknown mode {mode!r}: stdio, exit, stall, latin1 or family", file=sys.stderr)
+        print(f"unknown mode {mode!r}: stdio, exit, stall, latin1, family or chatty",
+              file=sys.stderr)
         return 2
     build_server().run("stdio")
     return 0

@@ -25,7 +25,7 @@ async def test_the_agents_log_has_a_servers_stderr_under_its_name_and_no_request
         assert (await ed.conn.prompt(session_id=new.session_id, prompt=prompt)).stop_reason
         assert len(web.headers) > 1  # initialize, tools/list, …: requests were made
     log = ed.stderr.decode().splitlines()
-    said = [line for line in log if EXIT_MESSAGE in line]
+    said = [line for line in log if EXIT_MESSAGE in line and "server_stderr" in line]
     assert len(said) == 1, log
     assert said[0].endswith(f"INFO acp_memory.mcpclient.server_stderr: mcp broken: {EXIT_MESSAGE}")
     assert not [line for line in log if "HTTP Request" in line], log

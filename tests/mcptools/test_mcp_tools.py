@@ -11,7 +11,14 @@ import os
 import anyio
 import pytest
 from engine.turnkit import fake_config, prompt, turn_agent
-from fakes.mcp_servers import DOCUMENT_TEXT, EXPLODE_MESSAGE, PICTURE, TOOL_NAMES, stdio_entry
+from fakes.mcp_servers import (
+    DOCUMENT_TEXT,
+    EXIT_MESSAGE,
+    EXPLODE_MESSAGE,
+    PICTURE,
+    TOOL_NAMES,
+    stdio_entry,
+)
 from fakes.openai_server import FakeOpenAI
 from fakes.script import call, text, tool_calls
 from mcptools.mcpkit import offered, offered_tool, stdio_server, tool_results
@@ -163,7 +170,9 @@ async def test_a_server_that_exits_at_start_is_one_message_and_the_turn_goes_on(
     chunks = [u.content.text for s, u in ed.client.updates
               if u.session_update == "agent_message_chunk" and s == sid]
     notices = [c for c in chunks if c.startswith("MCP server")]
-    assert notices == ["MCP server broken: the server exited before it answered\n"]
+    # Its last stderr line says why: the log has the rest, below debug on a terminal.
+    exited = "the server exited before it answered"
+    assert notices == [f"MCP server broken: {exited}: {EXIT_MESSAGE}\n"]
     assert "Hello without it." in chunks and "Still here." in chunks
     # The other server's tools are there; the broken one's are not, nor tried again.
     assert "mcp__fake__echo" in offered(server.requests[0])
