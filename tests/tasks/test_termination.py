@@ -16,7 +16,11 @@ from tasks.procs import Fifo, assert_gone
 
 pytestmark = pytest.mark.anyio
 
-RUNNER = """
+# Each runner starts with SIGHUP as a terminal's process has it: one started under nohup (a
+# CI script's loop) inherits it ignored, and an ignored SIGHUP rightly ends nothing.
+DEFAULT_SIGNALS = "import signal; signal.signal(signal.SIGHUP, signal.SIG_DFL)\n"
+
+RUNNER = DEFAULT_SIGNALS + """
 import sys, anyio
 from pathlib import Path
 from acp_memory.tasks.pool import TaskPool
@@ -70,7 +74,7 @@ async def test_a_terminated_agent_process_kills_its_commands_process_groups(
     await terminate_and_check_groups(RUNNER, tmp_path, sig)
 
 
-HOOK_RUNNER = """
+HOOK_RUNNER = DEFAULT_SIGNALS + """
 import sys, anyio
 from pathlib import Path
 from acp_memory.hooks.command import run_hook
