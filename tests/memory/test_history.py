@@ -370,8 +370,8 @@ def test_a_deleted_notes_secret_is_stored_redacted_and_its_undo_says_so(
     undone = undo(store, delete.id)
     assert note.read_bytes() == b"Deploy notes\r\npassword: [REDACTED:password]\n"
     assert undone.redacted == 1
-    assert f"restored global:x.md with 1 secret redacted; the undo is {undone.undo_id}" in (
-        undone_line(undone))
+    assert undone_line(undone) == (f"undid {delete.id}: global:x.md restored with 1 secret(s) "
+                                   f"redacted; the undo is {undone.undo_id}")
     # What the undo wrote is what it recorded: undoing it is not taken for a hand edit.
     again = undo(store, last(store))
     assert not note.exists() and again.redacted == 0
@@ -394,7 +394,8 @@ def test_a_folder_delete_stores_each_file_redacted_and_brings_the_rest_back_byte
         "token: [REDACTED:github_token]\npassword: [REDACTED:password]\n")
     assert (infra / "latin.md").read_bytes() == b"caf\xe9\r\nno newline"
     assert (infra / ".hidden" / "logo.png").read_bytes() == b"\x89PNG\x00\xff"
-    assert undone.redacted == 2 and "with 2 secrets redacted" in undone_line(undone)
+    assert undone.redacted == 2 and "restored with 2 secret(s) redacted" in undone_line(
+        undone)
     undo(store, last(store))  # what it recorded is what it wrote, hidden file included
     assert not infra.exists()
 

@@ -95,12 +95,15 @@ def source_text(source: ChangeSource) -> str:
 
 
 def undone_line(undone: Undone) -> str:
-    """What an undo did: `undid chg_…: restored global:prefs.md; the undo is chg_…` (`restored
-    global:prefs.md with 1 secret redacted` when the history kept its text redacted)."""
+    """What an undo did: `undid chg_…: restored global:prefs.md; the undo is chg_…`
+    (`global:prefs.md restored with 1 secret(s) redacted` when the history kept its text
+    redacted: the words the README promises, whatever the count)."""
     count = f" ({_notes(undone.restored)})" if undone.display.endswith("/") else ""
-    redacted = (f" with {counted(undone.redacted, 'secret')} redacted" if undone.redacted
-                else "")
-    did = f"restored {undone.display}{count}{redacted}" if undone.change.before else (
-        f"removed {undone.display} (it did not exist before)")
+    if not undone.change.before:
+        did = f"removed {undone.display} (it did not exist before)"
+    elif undone.redacted:
+        did = f"{undone.display}{count} restored with {undone.redacted} secret(s) redacted"
+    else:
+        did = f"restored {undone.display}{count}"
     return f"undid {undone.change.id}: {did}" + (
         f"; the undo is {undone.undo_id}" if undone.undo_id else "")

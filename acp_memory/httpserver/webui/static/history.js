@@ -59,7 +59,7 @@ async function undoChange(change, button, messageId, force = false) {
     });
     const brought = result.restored ? `, ${plural(result.restored, 'note')} back` : '';
     const redacted = result.redacted
-      ? ` with ${plural(result.redacted, 'secret')} redacted` : '';
+      ? `, restored with ${result.redacted} secret(s) redacted` : '';
     await afterChange(result.root, result.path);
     // An undo that removed the open note closed it, and its message with it.
     const shown = $(messageId).closest('[hidden]') ? 'tree-message' : messageId;
