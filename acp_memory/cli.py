@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from acp_memory import __version__
-from acp_memory.mcpclient.specs import masked_urls
+from acp_memory.logs import log_to_file, setup_logging
 from acp_memory.oserror import describe_os_error
 from acp_memory.printmode.options import (
     EXIT_CODES_HELP,
@@ -190,42 +190,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-SERVER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-class _MaskedUrls(logging.Filter):
-    """Each URL a log line names with its credentials masked: httpx names every request's
-    URL, the MCP SDK its server's, whose query may carry a token."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if (masked := masked_urls(message)) != message:
-            record.msg, record.args = masked, ()
-        return True
-
-
-def setup_logging(level: str, *, plain: bool = False) -> None:
-    """Logs go to stderr: in acp mode stdout is the wire. `plain` is for a person reading a
-    command's stderr: each line `acp-memory: <message>`, like its other lines, MCP servers'
-    stderr only at debug; a server's log keeps the time, level and logger."""
-    terminal = logging.StreamHandler(sys.stderr)
-    terminal.addFilter(_MaskedUrls())
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="acp-memory: %(message)s" if plain else SERVER_LOG_FORMAT,
-        handlers=[terminal],
-    )
-    if level.lower() != "debug":
-        # httpx says every request at info (a line per model call, per MCP message).
-        for name in ("httpx", "httpx2"):
-            logging.getLogger(name).setLevel(logging.WARNING)
-        if plain:
-            from acp_memory.mcpclient.stderr import SERVER_STDERR
-
-            # What a server writes on its stderr stays in the log file (logging.to_file).
-            terminal.addFilter(lambda record: record.name != SERVER_STDERR)
-
-
 def load(args: argparse.Namespace) -> tuple[Config, Paths]:
     """Resolve the paths and load the config the flags point at."""
     from acp_memory.config import load_config, resolve_paths
@@ -298,7 +262,7 @@ def _main(args: argparse.Namespace) -> int:
     setup_logging(level, plain=command != "http" and not serving)
     if cfg.logging.to_file:
         try:
-            _log_to_file(paths)
+            log_to_file(paths)
         except OSError as exc:
             error(describe_os_error("cannot open the log file (logging.to_file)", exc))
             return 1
@@ -393,11 +357,3 @@ def _run_notes(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
     from acp_memory.memory.cli import run_notes
 
     return run_notes(args, cfg, paths)
-
-
-def _log_to_file(paths: Paths) -> None:
-    paths.logs_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(paths.logs_dir / "acp-memory.log", encoding="utf-8")
-    handler.setFormatter(logging.Formatter(SERVER_LOG_FORMAT))
-    handler.addFilter(_MaskedUrls())
-    logging.getLogger().addHandler(handler)

@@ -8,7 +8,8 @@ from collections.abc import Callable
 import anyio
 
 from acp_memory.commands.base import CommandCall
-from acp_memory.memory.history.journal import ChangeSource, JournalError
+from acp_memory.memory.history.journal import JournalError
+from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.history.service import History
 from acp_memory.memory.history.summary import change_line, counted, undone_line
 from acp_memory.memory.store import MemoryStore, NoteError

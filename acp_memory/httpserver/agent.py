@@ -23,7 +23,7 @@ from acp_memory.httpserver.events import EventHub
 from acp_memory.llm.registry import UnknownModelError
 from acp_memory.llm.types import LLMError
 from acp_memory.llm.usage import UsageMeter
-from acp_memory.memory.history.journal import ChangeSource
+from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.store import MemoryStore
 from acp_memory.modes import MODES, unknown_mode
 from acp_memory.oserror import os_error_text

@@ -26,7 +26,7 @@ from acp_memory.httpserver.models import (
 )
 from acp_memory.httpserver.routes_memory import SCOPES, store_work
 from acp_memory.httpserver.routes_sessions import SessionId
-from acp_memory.memory.history.journal import Change, Held
+from acp_memory.memory.history.records import Change, Held
 from acp_memory.memory.history.service import History
 from acp_memory.memory.history.summary import change_json
 from acp_memory.memory.store import MemoryStore

@@ -2,7 +2,7 @@
 
 A server writes there what it pleases (banners, progress, its own log); left on our stderr it
 lands unprefixed among a print-mode run's or doctor's lines. In the log it is INFO under
-`SERVER_STDERR`, which a person's terminal shows only at debug (cli.setup_logging).
+`SERVER_STDERR`, which a person's terminal shows only at debug (logs.setup_logging).
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
 """`acp-memory notes list/search/index/show/edit/write/rm/purge`: the notes from a terminal,
-with the tools' rules."""
+with the tools' rules. Here the parser, the dispatch and the actions that read; the ones that
+change notes (edit, write, rm, purge) are in `cli_changes.py`, the history's in `history_cli.py`."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
-import os
-import shlex
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from acp_memory.memory.cli_changes import count_notes, edit, fail, purge, rm, write
 from acp_memory.memory.history_cli import HISTORY_ACTIONS, add_history_parsers, run_history
 
 if TYPE_CHECKING:  # the store pulls in SQLite and the stemmers: load it only to run `notes`
@@ -163,29 +160,26 @@ def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
                 sys.stdout.write(store.read(args.path)[1])
                 return 0
             if action == "edit":
-                return _edit(store, args.path)
+                return edit(store, args.path)
             if action == "write":
-                return _write(store, args.path)
+                return write(store, args.path)
             if action == "rm":
-                return _rm(store, args)
+                return rm(store, args)
             if action == "purge":
-                return _purge(store, args)
+                return purge(store, args)
             if action == "stale":
                 return _stale(store, args)
             if action in HISTORY_ACTIONS:
                 return run_history(store, args)
         except (NoteError, MemoryPathError) as exc:
-            return _fail(str(exc))
+            return fail(str(exc))
         except OSError as exc:
             from acp_memory.oserror import describe_os_error
 
-            return _fail(describe_os_error(f"cannot {action}", exc))
-    return _fail(f"unknown action {action!r}", 2)
+            return fail(describe_os_error(f"cannot {action}", exc))
+    return fail(f"unknown action {action!r}", 2)
 
 
-def _fail(line: str, code: int = 1) -> int:
-    print(f"acp-memory notes: {line}", file=sys.stderr)
-    return code
 
 
 def _list(store: MemoryStore, path: str | None) -> int:
@@ -207,7 +201,7 @@ def _search(store: MemoryStore, args: argparse.Namespace, default_limit: int) ->
 
     limit = args.limit if args.limit is not None else default_limit
     if limit < 1:
-        return _fail("--limit must be at least 1", 2)
+        return fail("--limit must be at least 1", 2)
     if args.query != "-":
         _print_hits(store, args, args.query, store.search(args.query, args.scope, limit))
         return 0
@@ -240,8 +234,8 @@ def _index(store: MemoryStore) -> int:
             unavailable = _index_root(store, scope, unavailable)
     except KeyboardInterrupt:
         # Every committed batch stays; the next index compares stamps and does the rest.
-        return _fail("index interrupted; what was indexed so far is kept, and the next "
-                     "`notes index` goes on from there", INTERRUPTED)
+        return fail("index interrupted; what was indexed so far is kept, and the next "
+                    "`notes index` goes on from there", INTERRUPTED)
     return 1 if unavailable else 0
 
 
@@ -261,7 +255,7 @@ def _index_root(store: MemoryStore, scope: str, unavailable: str) -> str:
     indexes = store.indexes
     with ProgressBar(f"{scope}: words", sys.stderr) as bar:
         indexes.build(root, bar)
-    parts = [f"{_notes(bar.total)} indexed" if bar.total else "words up to date"]
+    parts = [f"{count_notes(bar.total)} indexed" if bar.total else "words up to date"]
     if indexes.embeddings is not None:
         missing = len(indexes.pending_vectors(root, _ALL))
         embedded = 0
@@ -275,138 +269,12 @@ def _index_root(store: MemoryStore, scope: str, unavailable: str) -> str:
                     embedded = missing - len(indexes.pending_vectors(root, _ALL))
         parts.append(f"{embedded} embedded" if missing else "vectors up to date")
         if unavailable and (left := missing - embedded):
-            _fail(f"{scope}: embeddings unavailable: {unavailable}; {_notes(left)} "
-                  f"{'has' if left == 1 else 'have'} no vector yet (tried again by the next "
-                  "`notes index`, and by the agent in the background); searches use words")
+            fail(f"{scope}: embeddings unavailable: {unavailable}; {count_notes(left)} "
+                 f"{'has' if left == 1 else 'have'} no vector yet (tried again by the next "
+                 "`notes index`, and by the agent in the background); searches use words")
     print(f"{scope} {root}: {', '.join(parts)}, in {time.monotonic() - started:.1f} s",
           flush=True)
     return unavailable
-
-
-def _edit(store: MemoryStore, path: str) -> int:
-    from acp_memory.memory.store import NoteError
-    from acp_memory.memory.tools import format_save
-
-    loc = store.note_location(path)  # refuse a bad path before anyone types anything
-    try:
-        original = store.read(path)[1]
-    except NoteError:
-        if loc.path.exists():
-            raise
-        original = ""  # a new note
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    try:
-        command = shlex.split(editor)
-    except ValueError as exc:
-        return _fail(f"cannot run the editor {editor!r}: {exc}")
-    if not command:
-        return _fail("the editor command ($VISUAL or $EDITOR) is empty")
-    # The editor works on a copy in the temporary folder; the result goes through
-    # store.write, so redaction, the size limit, the lock and the atomic rename all apply.
-    fd, tmp = tempfile.mkstemp(prefix="acp-memory-", suffix=loc.path.suffix or ".md")
-    keep = False  # the copy stays only when it holds text the user would otherwise lose
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(original)
-        try:
-            status = subprocess.call([*command, tmp])
-        except OSError as exc:
-            return _fail(f"cannot run the editor {editor!r} ($VISUAL or $EDITOR): "
-                         f"{exc.strerror or exc}")
-        edited = Path(tmp).read_text(encoding="utf-8")
-        if status != 0:
-            keep = edited != original
-            kept = f"; your text is kept in {tmp}" if keep else ""
-            return _fail(f"the editor {editor!r} exited with status {status}{kept}")
-        if edited == original:
-            print(f"{loc.display}: no changes")
-            return 0
-        try:
-            result = store.write(path, edited, if_unchanged=original)
-        except NoteError as exc:
-            keep = True
-            return _fail(f"{exc}; your text is kept in {tmp}")
-        print(format_save(result))
-        return 0
-    finally:
-        if not keep:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def _rm(store: MemoryStore, args: argparse.Namespace) -> int:
-    from acp_memory.memory.store import NoteError
-
-    plan = store.plan_delete(args.path)
-    if plan.was_folder:
-        if not args.recursive:
-            raise NoteError(f"{plan.path} is a folder; use rm -r to delete it and its "
-                            f"{_notes(plan.notes_removed)}")
-        if not args.yes:
-            if sys.stdin is None or not sys.stdin.isatty():
-                raise NoteError(f"{plan.path} is a folder with {_notes(plan.notes_removed)} and "
-                                "stdin is not a terminal to ask on; add -y to delete it")
-            print(f"delete {plan.path} and the {_notes(plan.notes_removed)} under it? [y/N] ",
-                  end="", file=sys.stderr, flush=True)
-            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-                print("nothing was deleted", file=sys.stderr)
-                return 1
-    result = store.delete(args.path, folders=plan.was_folder)
-    print(f"deleted {result.path}"
-          + (f" ({_notes(result.notes_removed)})" if result.was_folder else ""))
-    _print_undo(result.change_id)
-    return 0
-
-
-def _print_undo(change_id: str | None) -> None:
-    """The way back from a change just made (none when no history is kept)."""
-    if change_id:
-        print(f"undo: acp-memory notes undo {change_id}")
-
-
-def _write(store: MemoryStore, path: str) -> int:
-    from acp_memory.memory.store import NoteError
-    from acp_memory.memory.tools import format_save
-
-    store.note_location(path)  # a bad path is refused before stdin is read
-    if sys.stdin is None or sys.stdin.isatty():
-        raise NoteError(f"notes write reads the text of {path} from stdin, which is a "
-                        "terminal; pipe it in, or use notes edit")
-    result = store.write(path, sys.stdin.read())
-    print(format_save(result))
-    _print_undo(result.change_id)
-    return 0
-
-
-def _purge(store: MemoryStore, args: argparse.Namespace) -> int:
-    from acp_memory.memory.history.summary import counted
-    from acp_memory.memory.history.undo import journal_of
-    from acp_memory.memory.store import NoteError
-
-    loc = store.locate(args.path)
-    journal = journal_of(store)
-    what = f"the whole history of {loc.display}" + (
-        "" if loc.is_note_path else " and of everything under it")
-    if not args.yes:
-        if sys.stdin is None or not sys.stdin.isatty():
-            raise NoteError(f"stdin is not a terminal to ask on; add -y to purge {what}")
-        print(f"drop {what} from the memory history? It cannot be undone. [y/N] ", end="",
-              file=sys.stderr, flush=True)
-        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-            print("nothing was purged", file=sys.stderr)
-            return 1
-    with store.locked(loc, "purge the history of"):  # a dead writer's change settled first
-        count, purge_id = journal.purge((loc.scope, loc.root, loc.rel), store.source)
-    if purge_id is None:
-        print(f"no changes of {loc.display} in the memory history: nothing was purged")
-    else:
-        print(f"purged {loc.display} from the memory history ({counted(count, 'change')}); "
-              f"the purge is {purge_id}")
-    return 0
-
-
-def _notes(count: int) -> str:
-    return f"{count} note" if count == 1 else f"{count} notes"
 
 
 def _stale(store: MemoryStore, args: argparse.Namespace) -> int:
@@ -414,7 +282,7 @@ def _stale(store: MemoryStore, args: argparse.Namespace) -> int:
 
     days = OLD_DAYS if args.days is None else args.days
     if days < 1:
-        return _fail("--days must be at least 1", 2)
+        return fail("--days must be at least 1", 2)
     found = stale_notes(store, days)
     if args.json:
         print(json.dumps([n.as_json() for n in found], ensure_ascii=False))

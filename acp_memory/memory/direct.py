@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from acp_memory.config import Config, Paths
-from acp_memory.memory.history.journal import ChangeSource, change_message
+from acp_memory.memory.history.records import ChangeSource, change_message
 from acp_memory.memory.review import (
     Proposal,
     Review,

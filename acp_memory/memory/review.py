@@ -24,7 +24,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import anyio
 
 from acp_memory.editor import Editor
-from acp_memory.memory.history.journal import Held, JournalError
+from acp_memory.memory.history.journal import JournalError
+from acp_memory.memory.history.records import Held
 from acp_memory.memory.history.states import Captured, capture
 from acp_memory.memory.roots import Location, is_note_name
 from acp_memory.memory.store import MemoryStore, NoteError

@@ -27,7 +27,8 @@ from acp_memory.hooks.events import SessionHooks, Subagent
 from acp_memory.llm.chain import ChainProvider
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.usage import UsageMeter
-from acp_memory.memory.history.journal import ChangeSource, Journal, change_message
+from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.records import ChangeSource, change_message
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.keeper import IndexKeeper
 from acp_memory.memory.redact import RedactedStream, redact_json, redact_text

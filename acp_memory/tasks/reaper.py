@@ -23,8 +23,6 @@ from dataclasses import dataclass
 import anyio
 
 PR_SET_CHILD_SUBREAPER = 36
-# How often a subreaper reaps the adopted children that ended meanwhile.
-REAP_INTERVAL_SECONDS = 5.0
 # How long the processes of a family get after SIGTERM, then after SIGKILL.
 END_GRACE_SECONDS = 2.0
 _POLL_SECONDS = 0.05
@@ -135,10 +133,13 @@ def reap_adopted() -> None:
 
 
 async def reap_adopted_forever() -> None:
-    """A subreaper's background task: reap what it adopted, so no zombie piles up."""
-    while True:
-        await anyio.to_thread.run_sync(reap_adopted)
-        await anyio.sleep(REAP_INTERVAL_SECONDS)
+    """A subreaper's background task: reap what it adopted as each child's end is signalled
+    (SIGCHLD; signals coalesce, so each round reaps every one that ended), so no zombie piles
+    up and nothing is polled."""
+    with anyio.open_signal_receiver(signal.SIGCHLD) as ended:
+        await anyio.to_thread.run_sync(reap_adopted)  # any that ended before we listened
+        async for _ in ended:
+            await anyio.to_thread.run_sync(reap_adopted)
 
 
 def _signal(procs: Iterable[Proc], sig: int) -> None:

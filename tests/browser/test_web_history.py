@@ -12,7 +12,8 @@ from selenium.webdriver.support import expected_conditions
 from test_web_page import edit_and_save
 from webpage import Page
 
-from acp_memory.memory.history.journal import ChangeSource, Journal
+from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.history.states import Captured
 
 pytestmark = pytest.mark.browser

@@ -12,7 +12,8 @@ from engine.turnkit import prompt, turn_agent, updates_of
 
 from acp_memory.config import Config, Paths
 from acp_memory.config.models import MemoryConfig
-from acp_memory.memory.history.journal import ChangeSource, Journal
+from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.history.states import Captured
 from acp_memory.memory.store import MemoryStore
 

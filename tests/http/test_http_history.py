@@ -16,7 +16,8 @@ from memory.test_history_cli import _CRASHING_WRITER
 from test_http_memory import memory_url, put
 
 from acp_memory.config import Config
-from acp_memory.memory.history.journal import ChangeSource, Held
+from acp_memory.memory.history.purge import purge as purge_history
+from acp_memory.memory.history.records import ChangeSource, Held
 from acp_memory.memory.history.states import Captured
 
 pytestmark = pytest.mark.anyio
@@ -99,7 +100,7 @@ async def test_a_purge_shows_in_the_history_as_a_line_without_an_undo_of_its_own
         sid = await api.new_session()
         await put(api, sid, "workspace", "db.md", "password: hunter2hunter2\n")
         journal = api.runner.memory.journal()
-        _, purge_id = journal.purge(("project", paths.cwd / "memory", "db.md"),
+        _, purge_id = purge_history(journal, ("project", paths.cwd / "memory", "db.md"),
                                     ChangeSource("cli"))
         (purge,) = await history(api, sid, root="workspace", path="db.md")
         status, refused = await undo(api, sid, purge["id"])

@@ -5,6 +5,9 @@ tools are listed once."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import anyio
 import pytest
 from anyio.abc import TaskGroup
@@ -18,12 +21,25 @@ from mcptools.mcpkit import stdio_server, tool_results
 from mcptools.test_mcp_tools import bypass
 from tasks.procs import Fifo
 
+from acp_memory.config import Config, Paths
 from acp_memory.mcpclient.connection import ServerConnection
 from acp_memory.mcpclient.specs import ServerSpec
 
 pytestmark = pytest.mark.anyio
 
 BOUND_S = 30  # generous: a loaded machine still gets there
+
+
+@contextlib.asynccontextmanager
+async def _on_a_fake_clock(
+    cfg: Config, paths: Paths
+) -> AsyncIterator[tuple[Editor, FakeClock, str]]:
+    """A session with the fake MCP server, its runner on a clock the test moves."""
+    async with turn_agent(cfg, paths) as (ed, agent):
+        agent.runner.clock = clock = FakeClock()
+        await ed.conn.initialize(protocol_version=1)
+        new = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[stdio_server()])
+        yield ed, clock, new.session_id
 
 
 def _prompt_in(tg: TaskGroup, ed: Editor, sid: str, words: str, reasons: list[str]) -> None:
@@ -45,13 +61,11 @@ async def test_a_call_with_no_answer_fails_to_the_model_after_the_timeout_and_th
             tool_calls(call("mcp__fake__echo", {"text": "still here"})),
             text("Moved on."),
         )
-        async with turn_agent(bypass(fake_config(server.base_url)), paths) as (ed, agent):
-            agent.runner.clock = clock = FakeClock()
-            await ed.conn.initialize(protocol_version=1)
-            new = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[stdio_server()])
+        cfg = bypass(fake_config(server.base_url))
+        async with _on_a_fake_clock(cfg, paths) as (ed, clock, sid):
             reasons: list[str] = []
             async with anyio.create_task_group() as tg:
-                _prompt_in(tg, ed, new.session_id, "hang", reasons)
+                _prompt_in(tg, ed, sid, "hang", reasons)
                 with anyio.fail_after(BOUND_S):
                     await clock.until_deadline(120)  # mcp.call_timeout_seconds' default
                 clock.advance(119.9)
@@ -64,7 +78,7 @@ async def test_a_call_with_no_answer_fails_to_the_model_after_the_timeout_and_th
     hung, echoed = tool_results(server.requests[-1])
     assert hung == "Error: MCP server fake: hang gave no answer within 120 s"
     assert echoed == "echo: still here"  # the same server, kept: no restart within a turn
-    assert "Moved on." in ed.client.text(new.session_id)
+    assert "Moved on." in ed.client.text(sid)
 
 
 async def test_a_progress_notification_restarts_a_calls_clock(paths, tmp_path):
@@ -76,13 +90,10 @@ async def test_a_progress_notification_restarts_a_calls_clock(paths, tmp_path):
         )
         cfg = bypass(fake_config(server.base_url))
         cfg.mcp.call_timeout_seconds = 60
-        async with turn_agent(cfg, paths) as (ed, agent):
-            agent.runner.clock = clock = FakeClock()
-            await ed.conn.initialize(protocol_version=1)
-            new = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[stdio_server()])
+        async with _on_a_fake_clock(cfg, paths) as (ed, clock, sid):
             reasons: list[str] = []
             async with anyio.create_task_group() as tg:
-                _prompt_in(tg, ed, new.session_id, "report", reasons)
+                _prompt_in(tg, ed, sid, "report", reasons)
                 with anyio.fail_after(BOUND_S):
                     await clock.until_deadline(60)
                 clock.advance(50)
@@ -140,16 +151,14 @@ async def test_session_cancel_ends_a_call_at_once_within_its_timeout(paths, tmp_
     marker = Fifo(tmp_path / "cancelled")
     async with FakeOpenAI() as server:
         server.script(tool_calls(call("mcp__fake__hang", {"marker": str(marker.path)})))
-        async with turn_agent(bypass(fake_config(server.base_url)), paths) as (ed, agent):
-            agent.runner.clock = clock = FakeClock()
-            await ed.conn.initialize(protocol_version=1)
-            new = await ed.conn.new_session(cwd=str(paths.cwd), mcp_servers=[stdio_server()])
+        cfg = bypass(fake_config(server.base_url))
+        async with _on_a_fake_clock(cfg, paths) as (ed, clock, sid):
             reasons: list[str] = []
             async with anyio.create_task_group() as tg:
-                _prompt_in(tg, ed, new.session_id, "hang", reasons)
+                _prompt_in(tg, ed, sid, "hang", reasons)
                 with anyio.fail_after(BOUND_S):
                     await clock.until_deadline(120)  # the call is under way
-                await ed.conn.cancel(session_id=new.session_id)
+                await ed.conn.cancel(session_id=sid)
             assert await marker.read_line(BOUND_S) == "cancelled"
             marker.close()
     assert reasons == ["cancelled"]

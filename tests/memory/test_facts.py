@@ -18,7 +18,8 @@ import pytest
 from acp_memory.cli import main
 from acp_memory.config.models import MemoryConfig
 from acp_memory.memory import cites
-from acp_memory.memory.history.journal import ChangeSource, Journal
+from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore
 from acp_memory.memory.tools import came_back_empty, memory_tools

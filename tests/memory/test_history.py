@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from acp_memory.memory.history.journal import ChangeSource, Journal, JournalError, change_message
+from acp_memory.memory.history.journal import Journal, JournalError
+from acp_memory.memory.history.purge import purge
+from acp_memory.memory.history.records import ChangeSource, change_message
 from acp_memory.memory.history.states import Captured, digest, folder
 from acp_memory.memory.history.summary import undone_line
 from acp_memory.memory.history.undo import ChangedSince, UnknownChange, undo, undo_changes
@@ -457,7 +459,7 @@ def test_a_purge_drops_the_path_from_the_folder_records_holding_it(
     store.delete("global:infra")
     rmdir = last(store)
     keys = journal.manifest_of(journal.change(rmdir).before)["files"]["keys.md"]  # type: ignore[arg-type, union-attr]
-    count, purge_id = journal.purge(("global", store.roots.global_root, "infra/keys.md"), RUN)
+    count, purge_id = purge(journal, ("global", store.roots.global_root, "infra/keys.md"), RUN)
     assert count == 2 and purge_id is not None
     with pytest.raises(JournalError, match="lacks content"):
         journal.blob(keys)
@@ -508,7 +510,7 @@ def test_the_intent_is_committed_durably_before_the_notes_rename(
         # Another reader sees the intent, and the connection that wrote it syncs each commit.
         with contextlib.closing(sqlite3.connect(journal.db_path)) as other:
             intents = other.execute("SELECT path, done FROM changes").fetchall()
-        with journal._use() as live:
+        with journal.use() as live:
             seen.append((intents, live.execute("PRAGMA synchronous").fetchone()[0]))
         rename(path, data)
 
@@ -524,19 +526,30 @@ def test_a_changes_message_is_its_first_line_redacted_and_cut_at_200_characters(
     assert len(message) == 200 and token not in message and "second" not in message
 
 
-_DYING_UNDO = """
+_DYING = """
 import sys
 from pathlib import Path
 from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.pending import approve
 from acp_memory.memory.history.undo import undo
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore
 base = Path(sys.argv[1])
 journal = Journal(base / "history" / "journal.sqlite3")
 store = MemoryStore(Roots(base / "memory"), base / "cache", journal=journal)
-undo(store, sys.argv[2])
+{"undo": undo, "approve": approve}[sys.argv[2]](store, sys.argv[3])
 print("not reached")
 """
+
+
+def _dies_at(point: str, tmp_path: Path, action: str, change_id: str) -> None:
+    """Run undo or approve of change_id in a process that the crash hook ends at point."""
+    done = subprocess.run(
+        [sys.executable, "-c", _DYING, str(tmp_path), action, change_id],
+        env={**os.environ, "ACP_MEMORY_TEST_CRASH": point}, capture_output=True,
+        text=True, timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (3, ""), done.stderr
 
 
 def test_a_crash_in_the_middle_of_a_folder_restore_leaves_no_half_folder(
@@ -550,12 +563,7 @@ def test_a_crash_in_the_middle_of_a_folder_restore_leaves_no_half_folder(
             store.write(f"global:infra/{name}", f"{name}\n")
         store.delete("global:infra")
         rmdir = last(store)
-        done = subprocess.run(
-            [sys.executable, "-c", _DYING_UNDO, str(tmp_path), rmdir],
-            env={**os.environ, "ACP_MEMORY_TEST_CRASH": "mid_restore"}, capture_output=True,
-            text=True, timeout=60,
-        )
-        assert (done.returncode, done.stdout) == (3, ""), done.stderr
+        _dies_at("mid_restore", tmp_path, "undo", rmdir)
         assert not infra.exists()  # one file was written, aside
         store.write("global:y.md", "the next writer settles the intent\n")
         assert journal.changes([roots.global_root], "infra")[0].action == "rmdir"
@@ -563,21 +571,6 @@ def test_a_crash_in_the_middle_of_a_folder_restore_leaves_no_half_folder(
         assert sorted(p.name for p in infra.iterdir()) == ["a.md", "b.md", "c.md"]
         assert sorted(p.name for p in roots.global_root.iterdir()) == ["infra", "y.md"]
     journal.close()
-
-
-_DYING_APPROVE = """
-import sys
-from pathlib import Path
-from acp_memory.memory.history.journal import Journal
-from acp_memory.memory.history.pending import approve
-from acp_memory.memory.roots import Roots
-from acp_memory.memory.store import MemoryStore
-base = Path(sys.argv[1])
-journal = Journal(base / "history" / "journal.sqlite3")
-store = MemoryStore(Roots(base / "memory"), base / "cache", journal=journal)
-approve(store, sys.argv[2])
-print("not reached")
-"""
 
 
 @pytest.mark.parametrize(("point", "written"), [("after_journal", False), ("after_note", True)])
@@ -591,12 +584,7 @@ def test_a_crash_in_the_middle_of_an_approve_leaves_the_change_held_or_made_neve
         roots.global_root.mkdir(parents=True)
         held = journal.hold(("global", roots.global_root, "x.md"), "create", Captured(None),
                             Captured.note(b"approved\n"), RUN)
-        done = subprocess.run(
-            [sys.executable, "-c", _DYING_APPROVE, str(tmp_path), held.id],
-            env={**os.environ, "ACP_MEMORY_TEST_CRASH": point}, capture_output=True,
-            text=True, timeout=60,
-        )
-        assert (done.returncode, done.stdout) == (3, ""), done.stderr
+        _dies_at(point, tmp_path, "approve", held.id)
         assert note.exists() is written
         store.settle()
         made = [c.action for c in journal.changes([roots.global_root])]

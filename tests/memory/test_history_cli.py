@@ -16,7 +16,8 @@ from memory.notes_kit import Run, Terminal, notes_runner
 
 from acp_memory.cli import build_parser
 from acp_memory.config import Config, resolve_paths
-from acp_memory.memory.history.journal import ChangeSource, Journal
+from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.history.states import Captured
 from acp_memory.memory.store import MemoryStore
 

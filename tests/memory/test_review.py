@@ -16,8 +16,9 @@ from acp_memory.config import Config, Paths
 from acp_memory.config.models import MemoryConfig, ToolsConfig
 from acp_memory.llm.offline.memory_child import HELD
 from acp_memory.memory.direct import DirectMemoryTool
-from acp_memory.memory.history.journal import ChangeSource, Journal
+from acp_memory.memory.history.journal import Journal
 from acp_memory.memory.history.pending import approve
+from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.history.states import Captured
 from acp_memory.memory.history.undo import ChangedSince
 from acp_memory.memory.review import HELD_PREFIX, Review, TurnQuestions, reviewer_for

@@ -9,7 +9,8 @@ from fakes.script import call, text, tool_calls
 from runtime.test_memory_run import MemoryRoutedOpenAI, memory_config
 
 from acp_memory.config import Paths
-from acp_memory.memory.history.journal import ChangeSource, Journal
+from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.records import ChangeSource
 
 pytestmark = pytest.mark.anyio
 

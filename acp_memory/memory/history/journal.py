@@ -5,8 +5,9 @@ done after it; a process that died between the two leaves an intent that the nex
 that root settles under the root's lock: the path holding the intent's "before" drops it,
 anything else completes it (and an approved change's hold goes with its completion). A
 journal that cannot be written refuses the change. Contents are stored once by hash, redacted
-(a journal of an earlier version is redacted once when this one opens it); records older than
-`memory.history_days` go, with the blobs only they held. A purge drops every record of a path.
+(a journal of an earlier version is redacted once when this one opens it: `upgrade.py`);
+records older than `memory.history_days` go, with the blobs only they held. A purge
+(`purge.py`) drops every record of a path.
 
 The same database keeps the changes held for approval (`pending.py`), the recall read stamps
 and each memory run's cost.
@@ -16,30 +17,34 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
+from acp_memory.memory.history.records import (
+    CHANGE_COLUMNS,
+    HELD_COLUMNS,
+    Change,
+    ChangeSource,
+    Held,
+    new_id,
+)
 from acp_memory.memory.history.states import (
     DIR,
     NOTE,
     Captured,
     crash_point,
     manifest,
-    without,
 )
-from acp_memory.memory.redact import redact_bytes, redact_text
+from acp_memory.memory.history.upgrade import VERSION, recorded_states, upgrade
+from acp_memory.memory.redact import redact_bytes
 from acp_memory.timestamps import Now, iso, utc_now
 
 ACTIONS = ("create", "update", "delete", "mkdir", "rmdir", "undo", "purge")
 SURFACES = ("memory_run", "memory_tool", "cli", "http", "command")
-# 1: contents redacted, blobs.redacted and changes.releases added.
-_VERSION = 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS blobs(hash TEXT PRIMARY KEY, data BLOB NOT NULL,
                                  redacted INTEGER NOT NULL DEFAULT 0);
@@ -63,85 +68,8 @@ CREATE TABLE IF NOT EXISTS runs(
     cached_read_tokens INTEGER NOT NULL, cached_write_tokens INTEGER NOT NULL,
     duration_ms INTEGER NOT NULL, PRIMARY KEY (session_id, task_id));
 """
-_CHANGE_COLUMNS = ("seq, id, time, scope, root, path, action, before, after, surface, "
-                   "session_id, task_id, message, undoes")
-
-
 class JournalError(Exception):
     """The journal cannot be read or written; the message names its file and why."""
-
-
-@dataclass(frozen=True)
-class ChangeSource:
-    """Where a change came from: the surface, and for a turn its session, task and message."""
-
-    surface: str
-    session_id: str | None = None
-    task_id: str | None = None
-    message: str | None = None  # the first line of the turn's user message, redacted
-
-    def as_json(self) -> dict[str, str | None]:
-        return {"surface": self.surface, "sessionId": self.session_id, "taskId": self.task_id,
-                "message": self.message}
-
-
-@dataclass(frozen=True)
-class Change:
-    """One journaled change: `path` is relative to `root` (a folder's path has no slash)."""
-
-    seq: int
-    id: str
-    time: str
-    scope: str
-    root: str
-    path: str
-    action: str
-    before: str | None
-    after: str | None
-    source: ChangeSource
-    undoes: str | None = None
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> Change:
-        seq, cid, time, scope, root, path, action, before, after = row[:9]
-        return cls(seq, cid, time, scope, root, path, action, before, after,
-                   ChangeSource(*row[9:13]), row[13])
-
-
-_HELD_COLUMNS = ("id, time, scope, root, path, action, before, after, surface, session_id, "
-                 "task_id, message")
-
-
-@dataclass(frozen=True)
-class Held:
-    """A change held for approval (`pnd_` + 12 hex), as it would be made."""
-
-    id: str
-    time: str
-    scope: str
-    root: str
-    path: str
-    action: str
-    before: str | None
-    after: str | None
-    source: ChangeSource
-    undoes: ClassVar[None] = None  # as a Change reads: a held change undoes none
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> Held:
-        pid, time, scope, root, path, action, before, after = row[:8]
-        return cls(pid, time, scope, root, path, action, before, after, ChangeSource(*row[8:12]))
-
-
-def change_message(text: str) -> str:
-    """How a source keeps the user's message: its first line, redacted, at most 200
-    characters."""
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return redact_text(line)[:200]
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(6)}"
 
 
 class Journal:
@@ -168,7 +96,7 @@ class Journal:
     # -- the database ----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _use(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
+    def use(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
         """The connection under the lock; a write is one immediate transaction. Any SQLite
         or file system failure is a JournalError naming the file."""
         with self._lock:
@@ -196,8 +124,8 @@ class Journal:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=FULL")  # an intent is on disk before the rename
                 db.executescript(_SCHEMA)
-                if db.execute("PRAGMA user_version").fetchone()[0] < _VERSION:
-                    _upgrade(db)
+                if db.execute("PRAGMA user_version").fetchone()[0] < VERSION:
+                    upgrade(db)
             except BaseException:
                 db.close()
                 raise
@@ -224,23 +152,23 @@ class Journal:
                 gone += db.execute("DELETE FROM pending WHERE time < ?",
                                    (iso(now - timedelta(days=self.pending_days)),)).rowcount
             if gone:
-                self._sweep(db)
+                self.sweep(db)
             db.execute("COMMIT")
 
     def prune(self) -> None:
         """Drop what is past its days now (opening the journal does it too)."""
-        with self._use() as db:
+        with self.use() as db:
             if self._pruned is None or self._pruned < self.now() - timedelta(seconds=1):
                 self._prune(db)
 
-    def _sweep(self, db: sqlite3.Connection) -> None:
+    def sweep(self, db: sqlite3.Connection) -> None:
         """Drop the blobs no record uses any more."""
         used = self._used_blobs(db)
         stored = {h for (h,) in db.execute("SELECT hash FROM blobs")}
         db.executemany("DELETE FROM blobs WHERE hash = ?", [(h,) for h in stored - used])
 
     def _used_blobs(self, db: sqlite3.Connection) -> set[str]:
-        states = _states(db)
+        states = recorded_states(db)
         used = {state.partition(":")[2] for state in states}
         for state in states:  # each folder's manifest once, however many records name it
             if state.startswith(DIR):
@@ -252,7 +180,7 @@ class Journal:
 
     def blob(self, h: str) -> bytes:
         """The bytes stored under a hash."""
-        with self._use() as db:
+        with self.use() as db:
             row = db.execute("SELECT data FROM blobs WHERE hash = ?", (h,)).fetchone()
         if row is None:
             raise JournalError(f"the memory history {self.db_path} lacks content {h[:12]}")
@@ -268,7 +196,7 @@ class Journal:
             return 0
         hashes = [state[len(NOTE):]] if state.startswith(NOTE) else list(
             self.manifest_of(state)["files"].values())
-        with self._use() as db:
+        with self.use() as db:
             return sum(n for h in hashes for (n,) in db.execute(
                 "SELECT redacted FROM blobs WHERE hash = ?", (h,)))
 
@@ -294,10 +222,10 @@ class Journal:
         scope, root, path = where
         change_id = new_id("chg")
         rows = self._blob_rows(before, after)
-        with self._use(write=True) as db:
-            db.executemany(_INSERT_BLOB, rows)
+        with self.use(write=True) as db:
+            db.executemany(INSERT_BLOB, rows)
             db.execute(
-                f"INSERT INTO changes({_CHANGE_COLUMNS.removeprefix('seq, ')}, done, releases) "
+                f"INSERT INTO changes({CHANGE_COLUMNS.removeprefix('seq, ')}, done, releases) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?)",
                 (change_id, iso(self.now()), scope, str(root), path, action, before.state,
                  after.state, source.surface, source.session_id, source.task_id,
@@ -312,11 +240,11 @@ class Journal:
             raise
         crash_point("after_note")
         with contextlib.suppress(JournalError):  # the intent stays; the next writer settles it
-            with self._use(write=True) as db:
+            with self.use(write=True) as db:
                 _complete(db, change_id)
 
     def _settle(self, change_id: str, before: str | None, now_state: str | None) -> None:
-        with self._use(write=True) as db:
+        with self.use(write=True) as db:
             if now_state == before:
                 db.execute("DELETE FROM changes WHERE id = ?", (change_id,))
             else:
@@ -326,7 +254,7 @@ class Journal:
         """The blobs the states name that are not stored yet, as rows: a note's contents
         redacted (outside any transaction: a large folder takes a while), a manifest as is."""
         wanted = {h: (data, c.state == DIR + h) for c in captured for h, data in c.blobs.items()}
-        with self._use() as db:
+        with self.use() as db:
             known = {h for h in wanted
                      if db.execute("SELECT 1 FROM blobs WHERE hash = ?", (h,)).fetchone()}
         return [(h, data, 0) if is_manifest else (h, *redact_bytes(data))
@@ -335,7 +263,7 @@ class Journal:
     def recover(self, root: Path, current: Callable[[str], Captured]) -> int:
         """Settle the intents a dead process left on root; call it holding the root's lock.
         current(path) is what path holds now. How many it settled."""
-        with self._use() as db:
+        with self.use() as db:
             intents = db.execute("SELECT id, path, before FROM changes WHERE root = ? AND "
                                  "done = 0", (str(root),)).fetchall()
         for change_id, path, before in intents:
@@ -345,15 +273,15 @@ class Journal:
     def has_intents(self, root: Path) -> bool:
         """Whether a change of root is journaled but not marked done (a writer died, or is
         writing now)."""
-        with self._use() as db:
+        with self.use() as db:
             return db.execute("SELECT 1 FROM changes WHERE root = ? AND done = 0 LIMIT 1",
                               (str(root),)).fetchone() is not None
 
     # -- reading the history ---------------------------------------------------------------
 
     def change(self, change_id: str) -> Change | None:
-        with self._use() as db:
-            row = db.execute(f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE id = ? AND done = 1",
+        with self.use() as db:
+            row = db.execute(f"SELECT {CHANGE_COLUMNS} FROM changes WHERE id = ? AND done = 1",
                              (change_id,)).fetchone()
         return Change.from_row(row) if row else None
 
@@ -378,82 +306,41 @@ class Journal:
             params.append(session_id)
         if path:
             # The path itself, what is under it, and the folders holding it.
-            ancestors = _ancestors(path)
+            ancestors = ancestors_of(path)
             where.append(f"(path = ? OR path LIKE ? ESCAPE '\\' OR path IN "
                          f"({','.join('?' * len(ancestors))}))")
-            params += [path, _like_prefix(path), *ancestors]
-        sql = (f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE {' AND '.join(where)} "
+            params += [path, like_prefix(path), *ancestors]
+        sql = (f"SELECT {CHANGE_COLUMNS} FROM changes WHERE {' AND '.join(where)} "
                "ORDER BY seq DESC")
         if limit > 0:
             sql += f" LIMIT {int(limit)}"
-        with self._use() as db:
+        with self.use() as db:
             return [Change.from_row(r) for r in db.execute(sql, params)]
 
     def later(self, change: Change) -> list[Change]:
         """The done changes after `change` that touched its path, oldest first (a purge
         touched no file)."""
-        ancestors = _ancestors(change.path)
-        with self._use() as db:
+        ancestors = ancestors_of(change.path)
+        with self.use() as db:
             rows = db.execute(
-                f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE root = ? AND seq > ? AND done = 1 "
+                f"SELECT {CHANGE_COLUMNS} FROM changes WHERE root = ? AND seq > ? AND done = 1 "
                 f"AND action != 'purge' AND (path = ? OR path LIKE ? ESCAPE '\\' OR path IN "
                 f"({','.join('?' * len(ancestors))})) ORDER BY seq",
-                (change.root, change.seq, change.path, _like_prefix(change.path), *ancestors),
+                (change.root, change.seq, change.path, like_prefix(change.path), *ancestors),
             ).fetchall()
         return [Change.from_row(r) for r in rows]
 
     def last_of(self, root: Path, path: str) -> Change | None:
         """The last done change that left path as it is (its own, or a folder's holding it)."""
-        candidates = [path, *_ancestors(path)]
-        with self._use() as db:
+        candidates = [path, *ancestors_of(path)]
+        with self.use() as db:
             row = db.execute(
-                f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE root = ? AND done = 1 "
+                f"SELECT {CHANGE_COLUMNS} FROM changes WHERE root = ? AND done = 1 "
                 f"AND action != 'purge' AND path IN "
                 f"({','.join('?' * len(candidates))}) ORDER BY seq DESC LIMIT 1",
                 (str(root), *candidates),
             ).fetchone()
         return Change.from_row(row) if row else None
-
-    def purge(self, where: tuple[str, Path, str], source: ChangeSource) -> tuple[int, str | None]:
-        """Drop every record of path (a folder's: of everything under it; the root's: all),
-        held changes included, leave it out of the records of the folders holding it, sweep
-        the contents no record uses any more, and record the purge itself, without content.
-        How many records were dropped or trimmed, and the purge's id (None when none was)."""
-        scope, root, path = where
-        mine, params = ("(path = ? OR path LIKE ? ESCAPE '\\')", [path, _like_prefix(path)]
-                        ) if path else ("1", [])
-        with self._use(write=True) as db:
-            count = sum(db.execute(f"DELETE FROM {table} WHERE root = ? AND {mine} "
-                                   "AND action != 'purge'",  # earlier purges hold no content
-                                   (str(root), *params)).rowcount
-                        for table in ("changes", "pending"))
-            holders = _ancestors(path) if path else []
-            rows = db.execute(
-                f"SELECT id, path, before, after FROM changes WHERE root = ? AND path IN "
-                f"({','.join('?' * len(holders))})", (str(root), *holders)).fetchall()
-            for change_id, folder_path, *states in rows:
-                inner = path[len(folder_path):].lstrip("/")
-                trimmed = [without(s, inner, self.blob) if s and s.startswith(DIR) else None
-                           for s in states]
-                if all(t is None or t.state == s for t, s in zip(trimmed, states, strict=True)):
-                    continue
-                db.executemany(_INSERT_BLOB, [(h, data, 0) for t in trimmed if t
-                                              for h, data in t.blobs.items()])
-                before, after = (t.state if t else s for t, s in zip(trimmed, states,
-                                                                     strict=True))
-                db.execute("UPDATE changes SET before = ?, after = ? WHERE id = ?",
-                           (before, after, change_id))
-                count += 1
-            if not count:
-                return 0, None
-            self._sweep(db)
-            purge_id = new_id("chg")
-            db.execute(
-                f"INSERT INTO changes({_CHANGE_COLUMNS.removeprefix('seq, ')}, done) "
-                "VALUES (?,?,?,?,?,?,NULL,NULL,?,?,?,?,NULL,1)",
-                (purge_id, iso(self.now()), scope, str(root), path, "purge", source.surface,
-                 source.session_id, source.task_id, source.message))
-        return count, purge_id
 
     # -- changes held for approval ---------------------------------------------------------
 
@@ -464,8 +351,8 @@ class Journal:
         held = Held(new_id("pnd"), iso(self.now()), scope, str(root), path, action,
                     before.state, after.state, source)
         rows = self._blob_rows(before, after)
-        with self._use(write=True) as db:
-            db.executemany(_INSERT_BLOB, rows)
+        with self.use(write=True) as db:
+            db.executemany(INSERT_BLOB, rows)
             db.execute("INSERT INTO pending VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                        (held.id, held.time, scope, str(root), path, action, before.state,
                         after.state, source.surface, source.session_id, source.task_id,
@@ -475,45 +362,45 @@ class Journal:
     def held(self, *, session_id: str | None = None) -> list[Held]:
         """The changes waiting for approval, oldest first (of one session when given)."""
         self.prune()
-        sql = f"SELECT {_HELD_COLUMNS} FROM pending"
+        sql = f"SELECT {HELD_COLUMNS} FROM pending"
         params: tuple[str, ...] = ()
         if session_id is not None:
             sql += " WHERE session_id = ?"
             params = (session_id,)
-        with self._use() as db:
+        with self.use() as db:
             return [Held.from_row(r) for r in db.execute(sql + " ORDER BY time, rowid", params)]
 
     def held_one(self, pending_id: str) -> Held | None:
         self.prune()
-        with self._use() as db:
-            row = db.execute(f"SELECT {_HELD_COLUMNS} FROM pending WHERE id = ?",
+        with self.use() as db:
+            row = db.execute(f"SELECT {HELD_COLUMNS} FROM pending WHERE id = ?",
                              (pending_id,)).fetchone()
         return Held.from_row(row) if row else None
 
     def release(self, pending_id: str) -> bool:
         """Forget a held change (applied or rejected); False when it was not held."""
-        with self._use(write=True) as db:
+        with self.use(write=True) as db:
             return db.execute("DELETE FROM pending WHERE id = ?", (pending_id,)).rowcount > 0
 
     # -- recall read stamps and run costs --------------------------------------------------
 
     def mark_read(self, root: Path, path: str) -> None:
         """A memory run read the note now."""
-        with self._use(write=True) as db:
+        with self.use(write=True) as db:
             db.execute("INSERT INTO reads(root, path, time) VALUES (?, ?, ?) ON CONFLICT "
                        "(root, path) DO UPDATE SET time = excluded.time",
                        (str(root), path, iso(self.now())))
 
     def reads(self, root: Path) -> dict[str, str]:
         """When a memory run last read each note of root."""
-        with self._use() as db:
+        with self.use() as db:
             return dict(db.execute("SELECT path, time FROM reads WHERE root = ?", (str(root),)))
 
     def record_run(self, session_id: str, task_id: str, cost: dict[str, int]) -> None:
         """A memory run's cost (modelCalls, inputTokens, ...), for `notes log --cost`."""
         keys = ("modelCalls", "inputTokens", "outputTokens", "cachedReadTokens",
                 "cachedWriteTokens", "durationMs")
-        with self._use(write=True) as db:
+        with self.use(write=True) as db:
             db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
                        (task_id, session_id, iso(self.now()), *(int(cost.get(k, 0))
                                                                 for k in keys)))
@@ -528,11 +415,11 @@ class Journal:
             sql += f" LIMIT {int(limit_days)}"
         names = ("day", "runs", "modelCalls", "inputTokens", "outputTokens", "cachedReadTokens",
                  "cachedWriteTokens", "durationMs")
-        with self._use() as db:
+        with self.use() as db:
             return [dict(zip(names, row, strict=True)) for row in db.execute(sql)]
 
 
-_INSERT_BLOB = "INSERT OR IGNORE INTO blobs(hash, data, redacted) VALUES (?, ?, ?)"
+INSERT_BLOB = "INSERT OR IGNORE INTO blobs(hash, data, redacted) VALUES (?, ?, ?)"
 
 
 def _complete(db: sqlite3.Connection, change_id: str) -> None:
@@ -542,44 +429,12 @@ def _complete(db: sqlite3.Connection, change_id: str) -> None:
     db.execute("UPDATE changes SET done = 1 WHERE id = ?", (change_id,))
 
 
-def _states(db: sqlite3.Connection) -> set[str]:
-    return {s for pair in db.execute("SELECT before, after FROM changes UNION ALL "
-                                     "SELECT before, after FROM pending") for s in pair if s}
-
-
-def _upgrade(db: sqlite3.Connection) -> None:
-    """Bring a journal of an earlier version up to this one, once: the new columns, then
-    every content it stored redacted (a manifest is kept as it is: it holds only names and
-    hashes), in one transaction."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        if db.execute("PRAGMA user_version").fetchone()[0] < _VERSION:  # not done meanwhile
-            columns = {t: {row[1] for row in db.execute(f"PRAGMA table_info({t})")}
-                       for t in ("blobs", "changes")}
-            if "redacted" not in columns["blobs"]:
-                db.execute("ALTER TABLE blobs ADD COLUMN redacted INTEGER NOT NULL DEFAULT 0")
-            if "releases" not in columns["changes"]:
-                db.execute("ALTER TABLE changes ADD COLUMN releases TEXT")
-            manifests = {s[len(DIR):] for s in _states(db) if s.startswith(DIR)}
-            for h, data in db.execute("SELECT hash, data FROM blobs").fetchall():
-                if h not in manifests:
-                    red, count = redact_bytes(bytes(data))
-                    if count:
-                        db.execute("UPDATE blobs SET data = ?, redacted = ? WHERE hash = ?",
-                                   (red, count, h))
-            db.execute(f"PRAGMA user_version = {_VERSION}")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
-def _ancestors(path: str) -> list[str]:
+def ancestors_of(path: str) -> list[str]:
     """The folders holding path: `a/b/c.md` gives `a`, `a/b` (and "" for the root itself)."""
     parts = path.split("/")
     return ["", *("/".join(parts[:i]) for i in range(1, len(parts)))]
 
 
-def _like_prefix(path: str) -> str:
+def like_prefix(path: str) -> str:
     escaped = path.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + "/%"

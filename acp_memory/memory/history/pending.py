@@ -6,7 +6,7 @@ a diff against the text they saw.
 
 from __future__ import annotations
 
-from acp_memory.memory.history.journal import ChangeSource, Held
+from acp_memory.memory.history.records import ChangeSource, Held
 from acp_memory.memory.history.states import apply, capture, restoring
 from acp_memory.memory.history.undo import ChangedSince, UnknownChange, journal_of, location_of
 from acp_memory.memory.store import MemoryStore

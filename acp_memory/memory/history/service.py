@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acp_memory.memory.history import pending
-from acp_memory.memory.history.journal import Change, Held
+from acp_memory.memory.history.records import Change, Held
 from acp_memory.memory.history.undo import (
     ChangedSince,
     Undone,

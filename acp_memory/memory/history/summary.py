@@ -7,7 +7,8 @@ import difflib
 import json
 from typing import Any
 
-from acp_memory.memory.history.journal import Change, ChangeSource, Held, Journal, JournalError
+from acp_memory.memory.history.journal import Journal, JournalError
+from acp_memory.memory.history.records import Change, ChangeSource, Held
 from acp_memory.memory.history.states import DIR, NOTE, notes_in
 from acp_memory.memory.history.undo import Undone
 

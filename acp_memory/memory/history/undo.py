@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from acp_memory.memory.history.journal import Change, Journal
+from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.records import Change
 from acp_memory.memory.history.states import (
     DIR,
     NOTE,

@@ -1,0 +1,88 @@
+"""What the journal records, as readers get it: a change, a held change and where each came
+from, their ids and the user's message as a source keeps it."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from acp_memory.memory.redact import redact_text
+
+CHANGE_COLUMNS = ("seq, id, time, scope, root, path, action, before, after, surface, "
+                   "session_id, task_id, message, undoes")
+
+
+
+@dataclass(frozen=True)
+class ChangeSource:
+    """Where a change came from: the surface, and for a turn its session, task and message."""
+
+    surface: str
+    session_id: str | None = None
+    task_id: str | None = None
+    message: str | None = None  # the first line of the turn's user message, redacted
+
+    def as_json(self) -> dict[str, str | None]:
+        return {"surface": self.surface, "sessionId": self.session_id, "taskId": self.task_id,
+                "message": self.message}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One journaled change: `path` is relative to `root` (a folder's path has no slash)."""
+
+    seq: int
+    id: str
+    time: str
+    scope: str
+    root: str
+    path: str
+    action: str
+    before: str | None
+    after: str | None
+    source: ChangeSource
+    undoes: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Change:
+        seq, cid, time, scope, root, path, action, before, after = row[:9]
+        return cls(seq, cid, time, scope, root, path, action, before, after,
+                   ChangeSource(*row[9:13]), row[13])
+
+
+HELD_COLUMNS = ("id, time, scope, root, path, action, before, after, surface, session_id, "
+                 "task_id, message")
+
+
+@dataclass(frozen=True)
+class Held:
+    """A change held for approval (`pnd_` + 12 hex), as it would be made."""
+
+    id: str
+    time: str
+    scope: str
+    root: str
+    path: str
+    action: str
+    before: str | None
+    after: str | None
+    source: ChangeSource
+    undoes: ClassVar[None] = None  # as a Change reads: a held change undoes none
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Held:
+        pid, time, scope, root, path, action, before, after = row[:8]
+        return cls(pid, time, scope, root, path, action, before, after, ChangeSource(*row[8:12]))
+
+
+def change_message(text: str) -> str:
+    """How a source keeps the user's message: its first line, redacted, at most 200
+    characters."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return redact_text(line)[:200]
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(6)}"
