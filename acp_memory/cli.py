@@ -320,9 +320,11 @@ def _cwd_problem(cwd: str | None) -> str | None:
 
 def _session_id_problem(session_id: str | None) -> str | None:
     """Why `acp --session-id` cannot name a session, or None."""
+    if session_id is None:
+        return None
     from acp_memory.sessions.model import SESSION_ID_RULE, is_session_id
 
-    if session_id is None or is_session_id(session_id):
+    if is_session_id(session_id):
         return None
     return f"--session-id {session_id!r}: not a session id ({SESSION_ID_RULE})"
 

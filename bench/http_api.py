@@ -1,7 +1,7 @@
 """Requests per second and latency of the HTTP API, against a trivial route of the same server.
 
 Run from the repo root:
-    .venv/bin/python bench/http_api.py [--requests 400] [--chats 200] [--flat 5000]
+    .venv/bin/python bench/http_api.py [--requests 400] [--chats 200] [--flat 5000] [--json]
 
 `acp-memory http` runs as its own process (as it is deployed) on a free loopback port, in a
 throw-away home on the built-in offline model; httpx clients in this process send requests
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import re
 import statistics
 import subprocess
@@ -226,7 +227,7 @@ async def flat_chats(url: str, pid: int, completions: int) -> bool:
     )
 
 
-async def main(requests: int, chats: int, flat: int) -> None:
+async def main(requests: int, chats: int, flat: int, as_json: bool = False) -> None:
     with tempfile.TemporaryDirectory(prefix="acp-bench-http-") as tmp:
         project = Path(tmp) / "project"
         project.mkdir()
@@ -255,6 +256,11 @@ async def main(requests: int, chats: int, flat: int) -> None:
                 f"  {clients} client(s): tree / baseline req/s {tree / base:.2f}, "
                 f"chat / baseline {chat / base:.2f}"
             )
+        if as_json:  # req/s of each row, by its name and then its number of clients
+            by_row: dict[str, dict[int, float]] = {}
+            for (name, clients), rate in rows.rate.items():
+                by_row.setdefault(name, {})[clients] = rate
+            print(json.dumps({"rps": by_row}))
 
 
 def _args() -> Any:
@@ -264,9 +270,10 @@ def _args() -> Any:
     parser.add_argument(
         "--flat", type=int, default=5000, help="completions of the flat row (5000; 0 skips it)"
     )
+    parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     return parser.parse_args()
 
 
 if __name__ == "__main__":
     args = _args()
-    anyio.run(main, args.requests, args.chats, args.flat)
+    anyio.run(main, args.requests, args.chats, args.flat, args.json)

@@ -1,6 +1,7 @@
 """What the memory run adds to a turn, and the agent's peak RSS with memory on.
 
 Run from the repo root: .venv/bin/python bench/memory_run.py [--turns 200] [--rss-turns 500]
+    [--json]
 
 An instant fake OpenAI server on loopback answers the parent at once ("Done.") and the memory
 child at once (a one-line report, no tool calls), telling them apart by the memory tools the
@@ -286,7 +287,7 @@ def pair(label: str, seconds: list[float]) -> str:
     return f"  {label:<46} {seconds[0] * 1e3:8.2f} ms {seconds[1] * 1e3:8.2f} ms"
 
 
-async def main(turns: int, per_session: int, rss_turns: int) -> None:
+async def main(turns: int, per_session: int, rss_turns: int, as_json: bool = False) -> None:
     started = time.perf_counter()
     figures = await overhead(turns, per_session)
     on, off = figures["on"], figures["off"]
@@ -343,6 +344,14 @@ async def main(turns: int, per_session: int, rss_turns: int) -> None:
     )
     print(f"  ratio on / off: {rss_on / rss_off:.2f}")
     print(f"\n(ran in {time.perf_counter() - started:.1f}s)")
+    if as_json:
+        print(json.dumps({
+            "off_p50_ms": med(off["wait"]) * 1e3, "on_less_child_p50_ms": med(less_child) * 1e3,
+            "added_p50_ms": gap[0] * 1e3, "added_p95_ms": gap[1] * 1e3,
+            "syncs_off": med(off["syncs"]), "syncs_on": med(on["syncs"]),
+            "hops_off": med(off["hops"]), "hops_on": med(on["hops"]),
+            "rss_off_mb": rss_off, "rss_on_mb": rss_on,
+        }))  # fmt: skip
 
 
 if __name__ == "__main__":
@@ -350,5 +359,6 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--per-session", type=int, default=20, help="turns before a new session")
     parser.add_argument("--rss-turns", type=int, default=500)
+    parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     args = parser.parse_args()
-    asyncio.run(main(args.turns, args.per_session, args.rss_turns))
+    asyncio.run(main(args.turns, args.per_session, args.rss_turns, args.json))

@@ -9,7 +9,7 @@ prompt makes it stream N short chunks), as the echo agent streams N chunks of it
 row streams from an instant fake OpenAI-compatible server on loopback (real HTTP, real SSE),
 so that figure includes parsing the model's stream too.
 
-    python bench/wire.py [--runs 10] [--chunks 20000]
+    python bench/wire.py [--runs 10] [--chunks 20000] [--json]
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ async def streaming(cmd: list[str], env: dict[str, str], cwd: str, prompt: str, 
     return chunks / elapsed
 
 
-async def main(runs: int, chunks: int) -> None:
+async def main(runs: int, chunks: int, as_json: bool = False) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
@@ -138,11 +138,17 @@ async def main(runs: int, chunks: int) -> None:
     print(f"  ratio acp-memory / echo: {offline_rate / echo_rate:.2f}x (like for like)")
     print(f"  acp-memory, fake OpenAI SSE  {sse_rate:10,.0f} updates/s (model stream over HTTP)")
     print(f"  ratio acp-memory (SSE) / echo: {sse_rate / echo_rate:.2f}x")
+    if as_json:
+        print(json.dumps({
+            "cold_ms": cold_o * 1000, "echo_cold_ms": cold_e * 1000, "offline_rate": offline_rate,
+            "echo_rate": echo_rate, "sse_rate": sse_rate,
+        }))  # fmt: skip
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--chunks", type=int, default=20_000)
+    parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.chunks))
+    asyncio.run(main(args.runs, args.chunks, args.json))

@@ -118,13 +118,17 @@ class AcpAgent:
 
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         answer = await initialize(params)
+        self.accept_client(params.get("clientCapabilities") or {})
+        return answer
+
+    def accept_client(self, capabilities: dict[str, Any]) -> None:
+        """Take what the client advertised at initialize (an agent built after the answer
+        is handed it); an unknown memoryRunUpdates form is an RpcError."""
         # Tools use the client's files and terminals only where it advertised them.
-        capabilities = params.get("clientCapabilities") or {}
         self.memory_run_updates = memory_run_updates(capabilities, self.cfg.acp.memory_run_updates)
         self.client_capabilities = capabilities
         if self.peer is not None:
             self.editor = AcpEditor(self.peer, self.client_capabilities)
-        return answer
 
     async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         return await authenticate(params)

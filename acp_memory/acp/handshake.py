@@ -19,6 +19,12 @@ from acp_memory.jsonrpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 
 Handlers = dict[str, Handler]
 
+# Every request and notification beyond the handshake, each on a session.
+SESSION_METHODS = tuple(
+    f"session/{name}"
+    for name in "new load resume list prompt cancel set_mode set_config_option close delete".split()
+)
+
 
 async def initialize(params: dict[str, Any]) -> dict[str, Any]:
     """The answer to `initialize`: the version we both speak, and what this agent can do."""
@@ -65,10 +71,9 @@ def unconfigured_handlers(problem: str) -> Handlers:
     async def ignore(params: dict[str, Any]) -> None:
         return None
 
-    session_methods = "new load resume list prompt set_mode set_config_option close delete".split()
     return {
         "initialize": initialize,
         "authenticate": authenticate,
+        **{method: refuse for method in SESSION_METHODS},
         "session/cancel": ignore,
-        **{f"session/{name}": refuse for name in session_methods},
     }

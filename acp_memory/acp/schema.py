@@ -15,7 +15,6 @@ from pydantic import Field
 
 from acp_memory.camel import CamelModel
 from acp_memory.mcpclient.specs import MASK, masked_url
-from acp_memory.memory.masking import masked_args
 
 PROTOCOL_VERSION = 1
 
@@ -41,6 +40,9 @@ class McpServer(CamelModel):
     def stored(self) -> dict[str, Any]:
         """The server as the bundle keeps it, its credentials masked as `doctor` masks them:
         nothing reads them back (session/load and resume bring the editor's servers again)."""
+        # The redaction passes load with a session's servers, not before initialize.
+        from acp_memory.memory.masking import masked_args
+
         data = self.dump()
         for key in ("env", "headers"):
             if isinstance(data.get(key), list):

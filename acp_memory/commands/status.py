@@ -52,10 +52,9 @@ class MemoryStatus:
                     lines.append(f"Delivery: {fate}.")
                 if last.cost is not None:  # a run recorded before runs had a cost has none
                     lines.append(f"Cost: {last.cost.describe()}.")
-            assert last.agent is not None
-            child = session.subagents_dir() / last.agent.session_id
-            report = await anyio.to_thread.run_sync(_report, child)
-            lines += ["", report]
+            if last.agent is not None:  # a record lost in a crash names no child
+                child = session.subagents_dir() / last.agent.session_id
+                lines += ["", await anyio.to_thread.run_sync(_report, child)]
         roots = Roots.from_config(runner.cfg, runner.paths, Path(session.record.cwd))
         lines += ["", "Notes:"]
         for scope in roots.scopes():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +20,10 @@ TURN_CONTEXT_NOTE = (
 )
 
 
+# A template file changed this recently is not cached (see Templates.load).
+RACY_NS = 1_000_000_000
+
+
 def _builtin_dir() -> Path:
     # Installed wheels carry the templates as package data; a source checkout keeps them at
     # the top-level prompts/ folder.
@@ -32,14 +37,45 @@ class Templates:
     def __init__(self, override_dir: str = "") -> None:
         self._dirs = [Path(override_dir)] if override_dir else []
         self._dirs.append(_builtin_dir())
+        # name -> the file load read it from, that file's stat key then, and its text.
+        self._read: dict[str, tuple[Path, tuple[int, int, int], str]] = {}
 
     def load(self, name: str) -> str:
         """The text of template `name` (e.g. "agent.md"); re-read so hand edits apply."""
         for folder in self._dirs:
             path = folder / name
             if path.is_file():
-                return path.read_text(encoding="utf-8")
+                key = _stat_key(path)  # before the read: a change after it reads again
+                text = path.read_text(encoding="utf-8")
+                # A file changed within the last second may change again inside the same
+                # timestamp tick, unseen by a stat: it is kept only once it is older.
+                if key is not None and time.time_ns() - key[2] > RACY_NS:
+                    self._read[name] = (path, key, text)
+                return text
         raise FileNotFoundError(f"prompt template {name} not found in {self._dirs}")
+
+    def cached(self, name: str) -> str | None:
+        """What load last read for `name` while that file is unchanged and no folder before
+        it has one now (a stat per folder, cheap enough for the event loop); else None."""
+        seen = self._read.get(name)
+        if seen is None:
+            return None
+        path, key, text = seen
+        for folder in self._dirs:
+            here = folder / name
+            if here == path:
+                return text if _stat_key(path) == key else None
+            if here.is_file():  # an override added since
+                return None
+        return None
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 # Placeholders a template under prompts.dir may print. A template that uses one gives up the

@@ -129,10 +129,14 @@ class TurnEngine:
         tools = tools or self.tools_for(session)
         specs = tools.specs()
         record = session.record
-        # Re-read every step so hand edits apply; off the event loop like every file read.
-        text = await anyio.to_thread.run_sync(
-            self.templates.load, template or f"{record.mode}.md", abandon_on_cancel=True
-        )
+        # Read again whenever the file changed, so hand edits apply; off the event loop like
+        # every file read (an unchanged file costs a stat).
+        name = template or f"{record.mode}.md"
+        text = self.templates.cached(name)
+        if text is None:
+            text = await anyio.to_thread.run_sync(
+                self.templates.load, name, abandon_on_cancel=True
+            )
         per_step = is_per_step(text)
         body = render_system(
             text,

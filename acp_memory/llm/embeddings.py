@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
-import httpx
 
 from acp_memory.config import Config
 from acp_memory.config.models import EmbeddingsConfig
-from acp_memory.llm.openai import DEFAULT_API_BASE
 from acp_memory.llm.registry import UnknownModelError, api_key, key_variable, resolve_provider
+
+if TYPE_CHECKING:
+    import httpx
 
 Vector = list[float]
 MIB = 1024 * 1024
@@ -89,6 +90,8 @@ class Embeddings:
     async def _embed(self, texts: list[str], timeout_ms: int) -> list[Vector]:
         """One request, bounded as a whole by timeout_ms: a provider dripping its answer byte
         by byte never resets the clock, as httpx's per-read timeouts would."""
+        import httpx  # the HTTP stack loads with the first request, not with the index
+
         # The client is closed outside the bound, so that a timeout still closes it whole.
         async with httpx.AsyncClient(timeout=None) as client:
             try:
@@ -180,5 +183,7 @@ def embeddings_for(cfg: Config) -> Embeddings | None:
     if not key and not provider.api_base:
         return Embeddings(settings, problem=f"no API key for provider {provider.name!r}: set "
                           f"providers[].api_key or {key_variable(provider)}")
+    from acp_memory.llm.openai import DEFAULT_API_BASE  # it brings httpx
+
     base = (provider.api_base or DEFAULT_API_BASE).rstrip("/")
     return Embeddings(settings, url=f"{base}/embeddings", upstream=upstream, api_key=key)

@@ -9,7 +9,6 @@ The lines, as a model reads them (the offline model parses exactly these):
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,8 +20,6 @@ from acp_memory.memory.index.files import read_note, walk_notes
 from acp_memory.memory.roots import Location
 from acp_memory.memory.store import MemoryStore, NoteError
 from acp_memory.timestamps import iso, parse_iso, utc_now
-
-log = logging.getLogger(__name__)
 
 OLD = "(old)"
 NOT_IN_WORKSPACE = "not in the workspace"
@@ -78,13 +75,11 @@ def hit_facts(store: MemoryStore, path: str) -> list[str]:
 
 def read_result(store: MemoryStore, path: str) -> str:
     """memory_read's answer: the fact lines, a blank line, then the note's text unchanged. A
-    memory run's read is stamped in the journal (for `notes stale`), never in the note."""
+    memory run's read is stamped in the journal (for `notes stale`) when its store closes,
+    never in the note."""
     loc, data, mtime = store.read_bytes(path)
-    if store.source.surface == MEMORY_RUN and store.journal is not None:
-        try:
-            store.journal.mark_read(loc.root, loc.rel)
-        except JournalError as exc:  # a missed stamp only makes `notes stale` stricter
-            log.warning("read stamp not recorded: %s", exc)
+    if store.source.surface == MEMORY_RUN:
+        store.stamp_read(loc)
     text = data.decode("utf-8", errors="replace")
     body = text if text.strip() else f"{loc.display} is an empty note."
     return "\n".join(note_facts(store, loc, data, mtime).lines()) + "\n\n" + body

@@ -195,7 +195,7 @@ def propose_write(store: MemoryStore, path: str, content: str, extra: Any = None
             "newText": data.decode("utf-8")}
     before = Captured(None) if old is None else Captured.note(old)
     return Proposal(loc, loc.display, "create" if old is None else "update", before,
-                    Captured.note(data), [diff], current)
+                    Captured.note(data, redacted=True), [diff], current)
 
 
 def propose_delete(store: MemoryStore, path: str) -> Proposal:

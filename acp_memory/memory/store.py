@@ -8,7 +8,7 @@ Every change is journaled (`history/journal.py`) with the store's `source`, atom
 write: intent, write, done, all under the root's lock.
 
 A store owns the search indexes and the journal it opens unless it is given shared ones;
-`close()` (or `with`) releases what it owns.
+`close()` (or `with`) releases what it owns, after writing the read stamps it collected.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from acp_memory.memory.roots import (
 )
 from acp_memory.memory.search import Hits, search_notes
 from acp_memory.text.naming import name_from_title
+from acp_memory.timestamps import iso
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class MemoryStore(ClosedOnExit):
         self.journal = journal
         self._owns_journal = False
         self.source = source  # who is changing the notes through this store
+        self._reads: dict[tuple[Path, str], str] = {}  # (root, rel): when, until close()
 
     @classmethod
     def from_config(
@@ -142,14 +144,32 @@ class MemoryStore(ClosedOnExit):
         return store
 
     def close(self) -> None:
-        """Close the search indexes and the journal this store opened (shared ones belong to
-        their owner)."""
+        """Write the read stamps collected, then close the search indexes and the journal this
+        store opened (shared ones belong to their owner)."""
+        self._write_reads()
         if self._owns_indexes:
             self.indexes.close()
         if self._owns_journal and self.journal is not None:
             self.journal.close()
 
     # -- reading -------------------------------------------------------------------------------
+
+    def stamp_read(self, loc: Location) -> None:
+        """A memory run read the note at loc now: kept here and journaled with the store's
+        other stamps when it closes (the run's end), in one write, so that concurrent runs do
+        not queue on the journal for each read."""
+        if self.journal is not None:
+            self._reads[(loc.root, loc.rel)] = iso(self.journal.now())
+
+    def _write_reads(self) -> None:
+        reads, self._reads = self._reads, {}
+        if not reads or self.journal is None:
+            return
+        stamps = list(reads.items())  # at once: an abandoned read's thread may still add one
+        try:
+            self.journal.mark_reads((root, rel, when) for (root, rel), when in stamps)
+        except JournalError as exc:  # a missed stamp only makes `notes stale` stricter
+            log.warning("read stamps not recorded: %s", exc)
 
     def locate(self, path: str) -> Location:
         try:
@@ -288,7 +308,7 @@ class MemoryStore(ClosedOnExit):
                 stale.unlink(missing_ok=True)
             before = Captured(None) if current is None else Captured.note(current)
             with self.recording(loc, "create" if current is None else "update", before,
-                                Captured.note(data)) as change_id:
+                                Captured.note(data, redacted=True)) as change_id:
                 write_atomic(loc.path, data)
         return SaveResult(loc.display, previous is not None, len(data), previous, red, change_id)
 

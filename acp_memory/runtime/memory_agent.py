@@ -77,11 +77,12 @@ class MemoryTemplates(Templates):
     """The templates a memory child's engine loads: memory_agent.md with its launch sections.
 
     Made once per launch, so the operator text is read (and a cut warned about) once per
-    launch, while the template file itself is still re-read every step like any other.
+    launch, while the template file itself is read again whenever it changed, like any other
+    (the base's cache).
     """
 
     def __init__(self, base: Templates, *, read_only: bool, operator: str) -> None:
-        super().__init__()
+        # No super().__init__(): it looks up the template folders, and the base has them.
         self.base = base
         self.read_only = read_only
         self.operator = operator
@@ -96,7 +97,13 @@ class MemoryTemplates(Templates):
         return cls(base, read_only=read_only, operator=operator)
 
     def load(self, name: str) -> str:
-        text = self.base.load(name)
+        return self._composed(name, self.base.load(name))
+
+    def cached(self, name: str) -> str | None:
+        text = self.base.cached(name)
+        return None if text is None else self._composed(name, text)
+
+    def _composed(self, name: str, text: str) -> str:
         if name != MEMORY_TEMPLATE:
             return text
         return compose_memory_template(text, read_only=self.read_only, operator=self.operator)

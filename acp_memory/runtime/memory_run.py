@@ -24,14 +24,13 @@ import anyio
 
 from acp_memory.engine.prompt import TurnContext
 from acp_memory.engine.turn import TurnContextSource
-from acp_memory.memory.history.journal import JournalError
 from acp_memory.memory.redact import redact_text
 from acp_memory.memory.review import TurnQuestions
-from acp_memory.runtime.memory_service import MemoryService
+from acp_memory.runtime.memory_service import MemoryService, run_cost_of
 from acp_memory.sessions.store import Session
 from acp_memory.tasks.admission import PoolRefused
 from acp_memory.tasks.pool import TaskPool
-from acp_memory.tasks.records import LOG_FILE, TaskCost, TaskRecord, task_dir
+from acp_memory.tasks.records import LOG_FILE, TaskRecord, task_dir
 from acp_memory.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -93,11 +92,6 @@ def run_tokens(update: dict[str, Any] | None) -> dict[str, int] | None:
     return {**cost, "totalTokens": cost["inputTokens"] + cost["outputTokens"]}
 
 
-def run_cost_of(record: TaskRecord) -> TaskCost:
-    """What a settled run cost; a run that never reached its body cost nothing."""
-    return record.cost or TaskCost(duration_ms=record.duration_ms())
-
-
 class MemoryRun:
     """The turn's side of one memory run: starts it, waits for it, hands its report to the
     steps, and tells the surface (started, finished, skipped)."""
@@ -139,9 +133,10 @@ class MemoryRun:
             return
         try:
             with self.service.clock.move_on_after(wait):
-                await task.done.wait()
+                # Its outcome, not its final record on disk: the report is in memory by then.
+                await task.ended.wait()
         except anyio.get_cancelled_exc_class():
-            if not task.done.is_set():
+            if not task.ended.is_set():
                 with anyio.CancelScope(shield=True):
                     await task.log.write(
                         "\n[the turn was cancelled and stopped waiting; the memory run goes on]\n"
@@ -151,7 +146,7 @@ class MemoryRun:
     def step(self) -> TurnContext:
         context = self.inner.step()
         task = self.task
-        if self.report is None and task is not None and task.done.is_set():
+        if self.report is None and task is not None and task.ended.is_set():
             if report := _report_of(task):
                 self.report = report
                 self.delivered_at = "first request" if self._steps == 0 else "a later step"
@@ -174,7 +169,7 @@ class MemoryRun:
         task = self.task
         if task is None:
             return
-        if task.done.is_set():
+        if task.ended.is_set():
             if not self._finished_sent:
                 self._finished_sent = True
                 await self._settled(task, delivered=False)
@@ -271,20 +266,15 @@ class MemoryRun:
         cost = run_cost_of(record)
         path = task_dir(self.session.dir, task.id) / LOG_FILE
         try:
-            await anyio.to_thread.run_sync(
-                _append_lines, path, [f"cost: {cost.describe()}", redact_text(line)]
-            )
+            # Two short lines, never synced: cheaper on the event loop than a worker-thread
+            # trip. Its cost was journaled with its final record (MemoryService).
+            _append_lines(path, [f"cost: {cost.describe()}", redact_text(line)])
         except OSError as exc:
             log.warning("cannot write the delivery line of %s: %s", task.id, exc)
-        # The journal sums the runs' cost per day (`notes log --cost`).
-        record_run = self.service.journal().record_run
-        try:
-            await anyio.to_thread.run_sync(record_run, self.session.id, task.id, cost.as_json())
-        except JournalError as exc:
-            log.warning("cannot journal the cost of %s: %s", task.id, exc)
-        # Only now: the run that just ended may itself be the oldest one retention removes.
-        if self.pool is not None:
-            self._spawn(self.service.retain(self.session, self.pool))
+        # Only now, and once its final record is written (the answer does not wait for the
+        # disk): the run that just ended may itself be the oldest one retention removes.
+        if (pool := self.pool) is not None:
+            task.add_done_callback(lambda _: self._spawn(self.service.retain(self.session, pool)))
 
     # -- plumbing ----------------------------------------------------------------------------
 

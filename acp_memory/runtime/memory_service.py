@@ -13,7 +13,6 @@ import logging
 import shutil
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from acp_memory.hooks.events import SessionHooks, Subagent
 from acp_memory.llm.chain import ChainProvider
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.usage import UsageMeter
-from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.journal import Journal, JournalError
 from acp_memory.memory.history.records import ChangeSource, change_message
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.keeper import IndexKeeper
@@ -205,42 +204,54 @@ class MemoryService:
             session_model_id=parent.record.selected_model_id,
             review=None if questions is None else Review.for_run(store, questions),
         )
-        # The bundle is made by the task, once its id is known: session.json is written once.
+        # The bundle is made with the task's first files, once its id is known: session.json
+        # is written once, in the trip that claims the task.
         child_id = new_session_id()
+        made: list[Session] = []
+        failed: list[str] = []
+
+        def setup(record: TaskRecord) -> None:
+            try:
+                made.append(self.host.create_child(
+                    cwd=parent.record.cwd,
+                    model_id=launch.models[0],
+                    parent=parent,
+                    session_id=child_id,
+                    subagent_name=MEMORY_AGENT_NAME,
+                    subagent_depth=1,
+                    subagent_task_id=record.id,
+                    durable=False,  # a record of the run on every turn's path; notes stay synced
+                    scrub=redact_json,  # the user's words as a note would keep them
+                ))
+            except OSError as exc:  # the run fails saying so (its record says why)
+                failed.append(f"cannot create the child session: {os_error_text(exc)}")
+
+        def sealed(record: TaskRecord) -> None:
+            # Closing writes the run's read stamps to the journal: in this worker trip, not
+            # on the event loop, where the journal's lock could keep it waiting.
+            store.close()
+            self._journal_cost(self.journal(), record)
 
         async def body(task: Task) -> str:
             store.source = ChangeSource("memory_run", parent.id, task.id, change_message(text))
             meter = UsageMeter()
             task.record.cost = TaskCost()  # a run that ends before any model call cost nothing
-            create = partial(
-                self.host.create_child,
-                cwd=parent.record.cwd,
-                model_id=launch.models[0],
-                parent=parent,
-                session_id=child_id,
-                subagent_name=MEMORY_AGENT_NAME,
-                subagent_depth=1,
-                subagent_task_id=task.id,
-                durable=False,  # a record of the run on every turn's path; notes stay synced
-                scrub=redact_json,  # the user's words as a note would keep them
-            )
-            try:
-                child = await anyio.to_thread.run_sync(create)
-            except OSError as exc:
+            if not made:
                 store.close()
-                raise TaskFailed(f"cannot create the child session: {os_error_text(exc)}") from None
+                raise TaskFailed(failed[0] if failed else "the child session was not made")
+            child = made[0]
             try:
                 return await self._run_child(child, launch, task.log, meter)
             finally:
                 # However it ended (a timeout, a stop, a failure): what its calls cost so far.
                 task.record.cost = run_cost(meter)
-                child.close()
-                store.close()
+                child.close()  # the store closes once the run is sealed (`sealed`)
 
         # Every file of the run (log, record, the child's bundle) is redacted as a note is:
         # the HTTP API and the Tasks drawer serve them. The label is cut as a log line is:
-        # redacted first, so that no secret is kept in part.
-        task_log = pool.new_log(RedactedStream())
+        # redacted first, so that no secret is kept in part. Its few short lines go to its
+        # file on the event loop (TaskLog's inline).
+        task_log = pool.new_log(RedactedStream(), inline=True)
         try:
             task = await pool.start_agent(
                 label=f"memory: {log_line(task_log, text)}",
@@ -252,9 +263,14 @@ class MemoryService:
                 on_finish=on_finish,
                 log=task_log,
                 redact=redact_text,
+                setup=setup,
+                on_sealed=sealed,
             )
         except PoolRefused:
             store.close()
+            for child in made:  # claimed, then refused: the pool closed meanwhile
+                child.close()
+                await anyio.to_thread.run_sync(_remove_tree, child.dir)
             raise
         self._running[task] = pool
         task.add_done_callback(self._ended)  # at once when it has already
@@ -262,6 +278,15 @@ class MemoryService:
 
     def _ended(self, task: Task) -> None:
         self._running.pop(task, None)
+
+    @staticmethod
+    def _journal_cost(journal: Journal, record: TaskRecord) -> None:
+        """The journal sums the runs' cost per day (`notes log --cost`); blocking, in the trip
+        that writes the run's final record."""
+        try:
+            journal.record_run(record.session_id, record.id, run_cost_of(record).as_json())
+        except JournalError as exc:
+            log.warning("cannot journal the cost of %s: %s", record.id, exc)
 
     async def _run_child(
         self, child: Session, launch: MemoryLaunch, task_log: TaskLog, meter: UsageMeter
@@ -309,9 +334,9 @@ class MemoryService:
                 await pool.remove(record.id)
             except (ValueError, LookupError, OSError):
                 continue
-            assert record.agent is not None
-            child_dir = session.subagents_dir() / record.agent.session_id
-            await anyio.to_thread.run_sync(_remove_tree, child_dir)
+            if record.agent is not None and record.agent.session_id:  # a lost record names none
+                child_dir = session.subagents_dir() / record.agent.session_id
+                await anyio.to_thread.run_sync(_remove_tree, child_dir)
 
     def spawn(self, work: Callable[[], Coroutine[Any, Any, None]], done: anyio.Event) -> bool:
         """Start a run's bookkeeping in the owner group (False once the runner stopped);
@@ -361,8 +386,9 @@ class MemoryService:
 
 
 def is_memory_run(record: TaskRecord) -> bool:
-    """Whether record is a memory run's (a system task of the memory agent)."""
-    return record.system and record.agent is not None and record.agent.name == MEMORY_AGENT_NAME
+    """Whether record is a memory run's (a system task of the memory agent; the memory run
+    is the only system task, so one whose record was lost is one too)."""
+    return record.system and (record.agent is None or record.agent.name == MEMORY_AGENT_NAME)
 
 
 def run_cost(meter: UsageMeter) -> TaskCost:
@@ -374,6 +400,11 @@ def run_cost(meter: UsageMeter) -> TaskCost:
         cached_read_tokens=meter.cache_read_tokens,
         cached_write_tokens=meter.cache_write_tokens,
     )
+
+
+def run_cost_of(record: TaskRecord) -> TaskCost:
+    """What a settled run cost; a run that never reached its body cost nothing."""
+    return record.cost or TaskCost(duration_ms=record.duration_ms())
 
 
 def final_message(child: Session) -> str:

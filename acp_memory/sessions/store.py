@@ -98,7 +98,7 @@ class Session:
                         }
                     )
                 messages = (*self.messages, message)
-                await anyio.to_thread.run_sync(self._write_message, messages, record)
+                await self._io(partial(self._write_message, messages, record))
                 # Joined only once written: a message that cannot be stored must not stay in
                 # memory, where every later write would trip over it again.
                 self.messages.append(message)
@@ -137,8 +137,15 @@ class Session:
     async def _write_record(self) -> None:
         self.record.updated_at = now_iso()
         path, data = self.dir / SESSION_FILE, self._dump(self.record)
-        write = partial(write_json_atomic, path, data, durable=self.durable)
-        await anyio.to_thread.run_sync(write)
+        await self._io(partial(write_json_atomic, path, data, durable=self.durable))
+
+    async def _io(self, write: Callable[[], None]) -> None:
+        # A bundle that skips the syncs (a memory run's child) writes a message in a few
+        # small page-cache writes, cheaper on the event loop than a trip to a worker thread.
+        if self.durable:
+            await anyio.to_thread.run_sync(write)
+        else:
+            write()
 
     async def _claim(self) -> None:
         if self.lock.held:
@@ -269,21 +276,47 @@ class SessionStore:
 
 
 def load_bundle(folder: Path) -> Session:
-    """Read one bundle folder."""
+    """Read one bundle folder. A child's file found empty or torn reads as less: the record
+    its parent implies, an empty transcript (a memory run's child skips the syncs, so a
+    power cut may leave its files so); a top-level bundle's is a BundleError."""
     path = folder / SESSION_FILE
+    child = folder.parent.name == SUBAGENTS_DIR
     try:
         record = _read_record(path)
     except FileNotFoundError:
         raise SessionNotFound(folder.name) from None
+    except BundleError:
+        implied = _implied_child_record(folder) if child else None
+        if implied is None:
+            raise
+        record = implied
     messages_path = folder / MESSAGES_FILE
     seen = _stat_key(messages_path)
     try:
         transcript = Transcript.model_validate(_read_json(messages_path, READ_ATTEMPTS))
     except FileNotFoundError:
         transcript = Transcript()
-    except ValidationError as exc:
-        raise BundleError(f"{messages_path}: not a valid transcript: {_first_error(exc)}") from None
+    except (BundleError, ValidationError) as exc:
+        if not child:
+            if isinstance(exc, BundleError):
+                raise
+            why = _first_error(exc)
+            raise BundleError(f"{messages_path}: not a valid transcript: {why}") from None
+        transcript = Transcript()
     return Session(record=record, dir=folder, messages=transcript.messages, seen=seen)
+
+
+def _implied_child_record(folder: Path) -> SessionRecord | None:
+    """A child's record as its place says it: its id, and its parent's cwd and model; None
+    when the parent's cannot be read either."""
+    try:
+        parent = _read_record(folder.parent.parent / SESSION_FILE)
+    except (BundleError, FileNotFoundError):
+        return None
+    return SessionRecord(
+        id=folder.name, cwd=parent.cwd, selected_model_id=parent.selected_model_id,
+        subagent_run=True, parent_session_id=parent.id,
+    )
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:

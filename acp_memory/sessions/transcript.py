@@ -76,9 +76,9 @@ def _entries(lines: Sequence[bytes], first: int) -> bytes:
     return b"".join((b",\n" if first + i else b"\n") + line for i, line in enumerate(lines))
 
 
-def _document(messages: Sequence[Dumpable], scrub: Scrub | None) -> tuple[bytes, int]:
-    """The whole file, padded, and where its closing tail starts."""
-    body = _HEAD + _entries([encode_message(m, scrub) for m in messages], 0)
+def _document(lines: Sequence[bytes]) -> tuple[bytes, int]:
+    """The whole file of these encoded messages, padded, and where its closing tail starts."""
+    body = _HEAD + _entries(lines, 0)
     room = max(_MIN_ROOM, len(body) // 4)
     return body + _TAIL + b" " * room, len(body)
 
@@ -94,10 +94,14 @@ class TranscriptFile:
         self._swap_path = folder / _SWAP
         self._current: _FileState | None = None
         self._spare: _FileState | None = None
+        # The last messages' encodings by position, kept until the spare has them too: each
+        # message is encoded (and scrubbed) once, though it is written into both files.
+        self._encoded: dict[int, tuple[Dumpable, bytes]] = {}
 
     def write_all(self, messages: Sequence[Dumpable]) -> None:
         """Replace the transcript whole (a new bundle, or a rewritten history)."""
-        data, end = _document(messages, self.scrub)
+        data, end = _document(self._lines(messages, 0))
+        self._encoded = {}  # the next append writes a new spare whole
         write_atomic(self.path, data, durable=self.durable)
         self._current = _FileState(os.stat(self.path).st_ino, len(data), len(messages), end)
         self._spare = None
@@ -109,19 +113,35 @@ class TranscriptFile:
         """
         spare = self._ready_spare(len(messages))
         if spare is not None:
-            new = messages[spare.count :]
-            entries = _entries([encode_message(m, self.scrub) for m in new], spare.count)
+            entries = _entries(self._lines(messages, spare.count), spare.count)
             if spare.end + len(entries) + len(_TAIL) <= spare.size:
                 spare = self._write_spare(entries + _TAIL, spare, spare.end + len(entries))
             else:
                 spare = None
         if spare is None:
             # After a load, when a file is full, or on anything unexpected: written whole.
-            data, end = _document(messages, self.scrub)
+            data, end = _document(self._lines(messages, 0))
             spare = self._write_spare(data, None, end)
         spare = _FileState(spare.ino, spare.size, len(messages), spare.end)
         kept_old = self._swap()
         self._current, self._spare = spare, (self._current if kept_old else None)
+        # The next append writes into the spare from its count on: older ones are not needed.
+        needed = self._spare.count if self._spare is not None else len(messages)
+        self._encoded = {i: e for i, e in self._encoded.items() if i >= needed}
+
+    def _lines(self, messages: Sequence[Dumpable], start: int) -> list[bytes]:
+        """messages[start:] encoded, each from the cache when it holds that very message."""
+        lines = []
+        for index in range(start, len(messages)):
+            message = messages[index]
+            known = self._encoded.get(index)
+            if known is not None and known[0] is message:
+                line = known[1]
+            else:
+                line = encode_message(message, self.scrub)
+                self._encoded[index] = (message, line)
+            lines.append(line)
+        return lines
 
     def _ready_spare(self, wanted: int) -> _FileState | None:
         # The spare is trusted only if it is still the very file we left there, unchanged.

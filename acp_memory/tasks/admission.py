@@ -9,6 +9,7 @@ with background tasks turned off; only a closed pool refuses them.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -28,6 +29,7 @@ from acp_memory.tasks.records import (
     task_number,
 )
 from acp_memory.tasks.task import Task
+from acp_memory.timestamps import now_iso
 
 if TYPE_CHECKING:
     from acp_memory.config.models import ToolsConfig
@@ -122,20 +124,30 @@ class Admission:
         queue: bool = False,
         t0: float | None = None,
         started_at: str | None = None,
+        opening: Callable[[TaskRecord, Path], None] | None = None,
     ) -> Task:
         """The task the record describes (its id and status set here), admitted under an id
         claimed in the bundle, joins the pool: running now (its limit counting from t0,
         default now), or queued when the pool is full and queue=True. PoolRefused when it is
-        not admitted."""
+        not admitted.
+
+        opening, for a system task only (never counted, so it runs at once and its first
+        record is known before its claim), is blocking work done in the claim's own worker
+        thread trip with that record and the task's folder: its first files."""
         check = partial(
             self.check, system=record.system, kind=record.kind, kind_limit=kind_limit,
             queue=queue,
         )
         check()  # before an id is taken
+        if opening is not None:
+            if not record.system:
+                raise ValueError("only a system task opens its files with its claim")
+            started_at = started_at or now_iso()
+        claiming = partial(self._claim, record, started_at, opening)
         # Shielded: a folder this call claims is either a task's or let go, never left held.
         try:
             with anyio.CancelScope(shield=True):
-                claimed = await anyio.to_thread.run_sync(claim_task, self.bundle, self._next)
+                claimed = await anyio.to_thread.run_sync(claiming)
         except OSError as exc:
             raise PoolRefused.unrecorded(task_dir(self.bundle, ""), exc) from None
         task_id, claim = claimed
@@ -157,6 +169,25 @@ class Admission:
         else:
             task.admit(self.clock.now() if t0 is None else t0, started_at)
         return task
+
+    def _claim(
+        self,
+        record: TaskRecord,
+        started_at: str | None,
+        opening: Callable[[TaskRecord, Path], None] | None,
+    ) -> tuple[str, int]:
+        task_id, fd = claim_task(self.bundle, self._next)
+        if opening is None:
+            return task_id, fd
+        first = record.model_copy(
+            update={"id": task_id, "status": "running", "started_at": started_at}
+        )
+        try:
+            opening(first, task_dir(self.bundle, task_id))
+        except BaseException:
+            abandon_task(self.bundle, task_id, fd)
+            raise
+        return task_id, fd
 
     def close(self) -> None:
         """Admit nothing more: the pool closed."""

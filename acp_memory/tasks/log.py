@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -42,11 +44,18 @@ class TaskLog:
     It lives in memory until `attach` gives it a file (a foreground command that may never
     become a task writes nothing to disk); appends then go to `output.log` in worker threads,
     coalesced, so a chatty command costs few thread hops and never blocks the event loop.
+    With `inline` (a memory run's log: a few short lines, never synced) the appends are made
+    on the event loop instead, through one descriptor held until the log closes: one small
+    write costs less than the trip.
     """
 
-    def __init__(self, limit: int, text_filter: TextFilter | None = None) -> None:
+    def __init__(
+        self, limit: int, text_filter: TextFilter | None = None, *, inline: bool = False
+    ) -> None:
         self.limit = max(limit, 1)
         self.filter = text_filter  # every byte written goes through it, as text
+        self.inline = inline
+        self._fd: int | None = None  # an inline log's, open from its first append to close
         self.total = 0  # every byte the task wrote: the record's output_bytes
         self._tail_cap = min(MAX_TAIL_BYTES, self.limit // 4)
         self._head_cap = self.limit - self._tail_cap
@@ -110,29 +119,48 @@ class TaskLog:
         """Keep the log in `path` from now on, starting with what it holds in memory."""
         async with self._lock:
             data, self._memory = bytes(self._memory), bytearray()
-            await anyio.to_thread.run_sync(_write_new, path, data)
+            await self._io(_write_new, path, data)
             # Output that came while the file was being made is still in memory.
             while self._memory:
                 data, self._memory = bytes(self._memory), bytearray()
-                await anyio.to_thread.run_sync(_append, path, data)
+                await self._io(_append, path, data)
             self._path = path
+
+    def opening(self) -> tuple[bytes, Callable[[Path], None]]:
+        """What the log holds in memory, and the blocking work that makes its file with it,
+        for a caller that makes the file in a worker-thread trip of its own; `attached`
+        then takes the file."""
+        data = bytes(self._memory)
+        return data, partial(_write_new, data=data)
+
+    def attached(self, path: Path, written: int) -> None:
+        """The log's file was made at path with its first `written` bytes (see `opening`);
+        output that came since goes to the file with the next write."""
+        self._pending[:0] = self._memory[written:]
+        self._memory = bytearray()
+        self._path = path
 
     async def close(self) -> None:
         """Flush, then end the log with the marker and the tail if bytes were cut."""
         if self._sealed:
             return
-        if self.filter is not None:
-            await self._store(self.filter.flush())
-        await self._flush()
-        ending = self._ending()
-        async with self._lock:
-            self._sealed = True
-            if self._path is None:
-                self._memory += ending
-                self._tail.clear()
-            elif ending:
-                await anyio.to_thread.run_sync(_append, self._path, ending)
-                self._tail.clear()
+        try:
+            if self.filter is not None:
+                await self._store(self.filter.flush())
+            await self._flush()
+            ending = self._ending()
+            async with self._lock:
+                self._sealed = True
+                if self._path is None:
+                    self._memory += ending
+                    self._tail.clear()
+                elif ending:
+                    await self._io(_append, self._path, ending)
+                    self._tail.clear()
+        finally:
+            if self._fd is not None:  # an inline log's: nothing more is appended
+                os.close(self._fd)
+                self._fd = None
 
     async def read_tail(self, max_bytes: int) -> bytes:
         """The last `max_bytes` of the log as a reader sees it (head, marker, tail)."""
@@ -155,7 +183,19 @@ class TaskLog:
             if not self._pending or self._path is None:
                 return
             chunk, self._pending = bytes(self._pending), bytearray()
-            await anyio.to_thread.run_sync(_append, self._path, chunk)
+            await self._io(_append, self._path, chunk)
+
+    async def _io(self, write: Callable[[Path, bytes], None], path: Path, data: bytes) -> None:
+        if self.inline and write is _append:
+            if self._fd is None:
+                self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+        elif self.inline:
+            write(path, data)
+        else:
+            await anyio.to_thread.run_sync(write, path, data)
 
     def _ending(self) -> bytes:
         cut = self._over - len(self._tail)

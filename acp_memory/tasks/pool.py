@@ -15,11 +15,13 @@ from __future__ import annotations
 import shutil
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import anyio
 from anyio.abc import TaskGroup
 
+from acp_memory.atomic import write_json_atomic
 from acp_memory.clock import Clock
 from acp_memory.editor import Editor
 from acp_memory.tasks.admission import Admission, PoolRefused, PoolSettings
@@ -28,6 +30,7 @@ from acp_memory.tasks.log import TaskLog, TextFilter, read_budget, read_file_tai
 from acp_memory.tasks.process import CommandProcess, start_process
 from acp_memory.tasks.records import (
     LOG_FILE,
+    META_FILE,
     AgentRef,
     TaskRecord,
     read_task,
@@ -169,6 +172,8 @@ class TaskPool:
         on_finish: Callable[[Task], None] | None = None,
         log: TaskLog | None = None,
         redact: Callable[[str], str] | None = None,
+        setup: Callable[[TaskRecord], None] | None = None,
+        on_sealed: Callable[[TaskRecord], None] | None = None,
     ) -> Task:
         """Run a child agent as a task: body(task) runs its turn, writing progress to task.log,
         and returns its report (Task.result); an exception fails the task with its message.
@@ -176,20 +181,36 @@ class TaskPool:
         system in its record. kind_limit bounds the counted agent tasks running at once
         (subagents.max_concurrent). PoolRefused when not admitted (unless queue=True). log is
         one of the caller's making (new_log with a filter), and redact rewrites the record's
-        label and error, so that none of the task's files keeps what they must not."""
+        label and error, so that none of the task's files keeps what they must not.
+
+        A system task's folder, log and first record are made in its claim's worker-thread
+        trip, with setup(first record) (blocking: the memory run's child bundle) in the same
+        trip; on_sealed(final record) is blocking work in the trip that writes its final
+        record (Task.on_sealed)."""
         limit = self.settings.hard_limit(timeout_seconds, expected_seconds)
         agent = AgentRef(name=agent_name, session_id=child_session_id, system=system)
         record = TaskRecord(
             id="", session_id=self.session_id, kind="agent", system=system, agent=agent,
             label=redact(label) if redact else label, timeout_seconds=limit,
         )
+        log = log or self.new_log()
+        opening = None
+        if system:
+            written, make_log = log.opening()
+            opening = partial(_open_files, make_log, log.total, setup)
+        elif setup is not None:
+            raise ValueError("only a system task is set up in its claim's trip")
         task = await self.admission.reserve(
-            record, log or self.new_log(), kind_limit=kind_limit, queue=queue
+            record, log, kind_limit=kind_limit, queue=queue, opening=opening
         )
         task.redact = redact
+        task.on_sealed = on_sealed
         if on_finish is not None:
             task.add_done_callback(on_finish)
-        await self._register(task)
+        if system:
+            log.attached(task.folder / LOG_FILE, len(written))  # made in the claim's trip
+        else:
+            await self._register(task)
 
         async def run(task: Task) -> Outcome:
             task.result = await body(task)
@@ -212,10 +233,10 @@ class TaskPool:
         task.process = await self.open_process(command, cwd, task.log, editor=editor)
         task.record.pid = task.process.pid
 
-    def new_log(self, text_filter: TextFilter | None = None) -> TaskLog:
+    def new_log(self, text_filter: TextFilter | None = None, *, inline: bool = False) -> TaskLog:
         """A log bounded as this pool's task logs are (tools.output_limits.log_bytes), its
-        text rewritten by text_filter when there is one."""
-        return TaskLog(self.settings.log_bytes, text_filter)
+        text rewritten by text_filter when there is one; inline: see TaskLog."""
+        return TaskLog(self.settings.log_bytes, text_filter, inline=inline)
 
     # -- reading and controlling -------------------------------------------------------
 
@@ -340,6 +361,7 @@ class TaskPool:
     def _forget(self, task: Task) -> None:
         self._tasks.pop(task.id, None)
         task.release()
+        task.ended.set()
         task.done.set()
         self.admission.withdraw(task)
         self.admission.admit_waiting()
@@ -358,3 +380,19 @@ class TaskPool:
                 task.done.set()
                 self.admission.admit_waiting()
                 task.call_done_callbacks()
+
+
+def _open_files(
+    make_log: Callable[[Path], None],
+    output_bytes: int,
+    setup: Callable[[TaskRecord], None] | None,
+    record: TaskRecord,
+    folder: Path,
+) -> None:
+    """A system task's first files, in its claim's trip: its log, its first record (no sync:
+    a record left unfinished reads as orphaned), then what its caller sets up."""
+    make_log(folder / LOG_FILE)
+    first = record.model_copy(update={"output_bytes": output_bytes})
+    write_json_atomic(folder / META_FILE, first.dump(), durable=False)
+    if setup is not None:
+        setup(record)

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import shutil
 from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
@@ -172,15 +173,31 @@ def task_dir(bundle: Path, task_id: str) -> Path:
 
 
 def read_record(bundle: Path, task_id: str) -> TaskRecord | None:
-    """A task's record as it is on disk, or None when it is missing or unreadable (logged)."""
+    """A task's record as it is on disk; None when it is missing or cannot be read (logged);
+    a record found empty or torn reads as `lost_record`."""
     path = task_dir(bundle, task_id) / META_FILE
     try:
-        return TaskRecord.model_validate(json.loads(path.read_bytes()))
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, ValidationError) as exc:
+    except OSError as exc:
         log.warning("unreadable task record %s: %s", path, exc)
         return None
+    try:
+        return TaskRecord.model_validate(json.loads(data))
+    except (ValueError, ValidationError):
+        return lost_record(bundle, task_id)
+
+
+def lost_record(bundle: Path, task_id: str) -> TaskRecord:
+    """What a record found empty or torn stands for. Records are written whole (a rename),
+    and synced, except a system task's before its final one (task.py): a power cut may leave
+    one of those empty. So it was a system task's, unfinished: it reads as orphaned, with no
+    more known of it."""
+    return TaskRecord(
+        id=task_id, session_id=bundle.name, kind="agent", system=True, status="running",
+        label="(its record was lost: found empty or torn after a crash)",
+    )
 
 
 def task_names(bundle: Path) -> list[str]:
@@ -222,11 +239,10 @@ def release_task(fd: int) -> None:
 
 
 def abandon_task(bundle: Path, task_id: str, fd: int) -> None:
-    """A claimed task that never started: its lock let go, its empty folder removed (the
-    number is free again); blocking."""
+    """A claimed task that never started: its lock let go, its folder removed with what its
+    claim wrote there (the number is free again); blocking."""
     release_task(fd)
-    with contextlib.suppress(OSError):
-        task_dir(bundle, task_id).rmdir()
+    shutil.rmtree(task_dir(bundle, task_id), ignore_errors=True)
 
 
 def running_elsewhere(folder: Path) -> bool:

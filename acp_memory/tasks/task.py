@@ -63,6 +63,12 @@ class Task:
         self.folder = folder  # background/<taskId>/
         self.kind_limit = kind_limit
         self.done = anyio.Event()  # set once it ended and its final record is written
+        # Set once its outcome is in its record (status, result, cost), before that record is
+        # on disk: a turn waiting for a memory run's report need not wait for the disk.
+        self.ended = anyio.Event()
+        # Blocking work done in the trip that writes the final record, right after it (a
+        # memory run journals its cost): given the final record.
+        self.on_sealed: Callable[[TaskRecord], None] | None = None
         self.result: str | None = None  # an agent task's report
         self.process: CommandProcess | None = None
         self.redact: Callable[[str], str] | None = None  # of the record's error, if set
@@ -172,7 +178,8 @@ class Task:
             record.cost.duration_ms = record.duration_ms()
         record.output_bytes = self.log.total
         record.output_truncated = self.log.truncated
-        await self.write_record()
+        self.ended.set()
+        await self.write_record(final=True)
         self.release()  # the record is final: readers elsewhere may take it as it is
 
     def release(self) -> None:
@@ -187,21 +194,31 @@ class Task:
         for callback in callbacks:
             _call(callback, self)
 
-    async def write_record(self, *, raise_errors: bool = False) -> None:
+    async def write_record(self, *, raise_errors: bool = False, final: bool = False) -> None:
         """meta.json in a worker thread, as the record stands when this write's turn comes
-        (writes are serialised). OSError only with raise_errors; otherwise it is logged."""
+        (writes are serialised). OSError only with raise_errors; otherwise it is logged.
+        The final record (from seal) is followed by on_sealed in the same trip."""
         async with self._writing:
-            data = self.snapshot().dump()
-            # A system task (a memory run on every turn's path) skips the syncs: see atomic.py.
-            write = partial(
-                write_json_atomic, self.folder / META_FILE, data, durable=not self.record.system
-            )
+            snapshot = self.snapshot()
+            write = partial(self._write, snapshot, self.on_sealed if final else None, final)
             try:
                 await anyio.to_thread.run_sync(write)
             except OSError as exc:
                 if raise_errors:
                     raise
                 log.warning("cannot write the record of %s: %s", self.id, exc)
+
+    def _write(
+        self, record: TaskRecord, then: Callable[[TaskRecord], None] | None, final: bool
+    ) -> None:
+        # A system task (a memory run on every turn's path) syncs its final record alone: a
+        # record it left unfinished reads as orphaned once its process is gone (records.py).
+        durable = final or not record.system
+        try:
+            write_json_atomic(self.folder / META_FILE, record.dump(), durable=durable)
+        finally:
+            if then is not None:  # it catches its own errors
+                then(record)
 
 
 async def follow_process(task: Task) -> Outcome:

@@ -94,21 +94,22 @@ def document_terms(text: str) -> tuple[str, str]:
     exact = text.lower().replace("ё", "е")
     if "-" in exact:
         exact = _INNER_HYPHEN.sub("_", exact)
-    stems = _STEMS_TEXT
-    if len(stems) > _STEMS_TEXT_MAX:
-        stems.clear()
-    words = _TOKEN.findall(text)
-    try:
-        return exact, " ".join(map(stems.__getitem__, words))
-    except KeyError:  # words not seen before: analysed once, then the fast path again
-        for word in set(words).difference(stems):
-            stems[word] = " ".join(analyze(word).stems)
-        return exact, " ".join(map(stems.__getitem__, words))
+    if len(_STEMS_TEXT) > _STEMS_TEXT_MAX:
+        _STEMS_TEXT.clear()
+    return exact, " ".join(map(_STEMS_TEXT.__getitem__, _TOKEN.findall(text)))
+
+
+class _StemsText(dict[str, str]):
+    """A token's stems as the index stores them, analysed the first time it is looked up: a
+    dict's own lookup in one `map` is what makes a 40 MB build fast."""
+
+    def __missing__(self, word: str) -> str:
+        found = self[word] = " ".join(analyze(word).stems)
+        return found
 
 
 _INNER_HYPHEN = re.compile(r"\b-\b")  # a hyphen with a word character on each side
-# A token's stems as the index stores them; a plain dict is what makes a 40 MB build fast.
-_STEMS_TEXT: dict[str, str] = {}
+_STEMS_TEXT = _StemsText()
 _STEMS_TEXT_MAX = 200_000
 
 

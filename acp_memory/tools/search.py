@@ -12,14 +12,16 @@ import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import pathspec
 
 from acp_memory.paths import resolves_inside
 from acp_memory.tools.base import ToolContext, ToolError, ToolKind, ToolResult
 from acp_memory.tools.files import decode_text, reachable, real_path, workspace_roots
+
+if TYPE_CHECKING:
+    import pathspec
 
 MAX_GLOB_RESULTS = 500
 MAX_SCANNED_FILES = 100_000  # files one call looks at, matched or not
@@ -258,6 +260,8 @@ def _load_spec(folder: Path, name: str = ".gitignore") -> pathspec.GitIgnoreSpec
         lines = (folder / name).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
+    import pathspec  # loaded with the first .gitignore a search reads, not at start
+
     try:
         return pathspec.GitIgnoreSpec.from_lines(lines)
     except Exception:  # a pattern pathspec cannot read: git would skip it, we skip the file

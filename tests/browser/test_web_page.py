@@ -129,7 +129,12 @@ def test_a_folder_is_made_and_a_note_deleted_after_a_confirmation_never_a_root(p
     page.waiter.until(expected_conditions.alert_is_present()).accept()
     page.wait(lambda: page.text("#tree-message").startswith("Deleted"), "the deletion")
     assert not note.exists()
-    assert all(b.text != "q3.md" for b in page.all("#tree .node"))
+    # The tree is listed again after the deletion: read it within a wait, which reads a
+    # re-rendered listing again rather than failing on a node it replaced.
+    page.wait(
+        lambda: all(b.text.split("\n")[0] != "q3.md" for b in page.all("#tree .node")),
+        "q3.md to leave the tree",
+    )
     assert page.one("#note").get_attribute("hidden") is not None
 
 

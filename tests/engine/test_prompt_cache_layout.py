@@ -5,6 +5,8 @@ model server received: a stable system message, a history that only grows, and a
 from __future__ import annotations
 
 import json
+import os
+import time
 from itertools import pairwise
 from pathlib import Path
 
@@ -23,6 +25,8 @@ from turnkit import (
     turn_agent,
     wire_messages,
 )
+
+from acp_memory.engine.prompt import Templates
 
 pytestmark = pytest.mark.anyio
 
@@ -175,6 +179,24 @@ async def test_editing_a_template_under_prompts_dir_changes_the_next_system_prom
     builtin_plan = (TEMPLATES / "plan.md").read_text(encoding="utf-8")
     assert systems[3].startswith(builtin_plan.split("{{")[0])
     assert "Custom" not in systems[3] and "in plan mode" in systems[3]
+
+
+def test_a_template_is_read_again_only_once_its_file_changed(tmp_path):
+    """The engine asks `cached` before reading a template in a worker thread: an unchanged
+    file costs a stat, a changed one (even to the same size) is read again, and one changed
+    within the last second is never trusted to the cache."""
+    template = tmp_path / "agent.md"
+    template.write_text("v1 {{cwd}}")
+    os.utime(template, ns=(time.time_ns() - 10**10,) * 2)
+    templates = Templates(str(tmp_path))
+    assert templates.cached("agent.md") is None and templates.load("agent.md") == "v1 {{cwd}}"
+    assert templates.cached("agent.md") == "v1 {{cwd}}"
+    template.write_text("v2 {{cwd}}")
+    os.utime(template, ns=(time.time_ns() - 5 * 10**9,) * 2)
+    assert templates.cached("agent.md") is None and templates.load("agent.md") == "v2 {{cwd}}"
+    template.write_text("v3 {{cwd}}")  # just now: read on every step until it settles
+    assert templates.cached("agent.md") is None and templates.load("agent.md") == "v3 {{cwd}}"
+    assert templates.cached("agent.md") is None
 
 
 async def test_session_notes_fill_the_memory_slot_of_the_system_prompt(paths):

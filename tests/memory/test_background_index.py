@@ -22,12 +22,15 @@ from acp_memory.config import Config, Paths
 from acp_memory.config.models import EmbeddingsConfig, MemoryConfig, ProviderConfig
 from acp_memory.llm.embeddings import embeddings_for
 from acp_memory.memory import scan as scan_module
+from acp_memory.memory.index import keeper as keeper_module
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.keeper import IndexKeeper
 from acp_memory.memory.index.sync import FileSync, Row
 from acp_memory.memory.roots import Roots
+from acp_memory.memory.scan import SCANS, scan_notes
 from acp_memory.memory.store import MemoryStore
 from acp_memory.memory.tools import memory_tools
+from acp_memory.text.analyze import parse_query
 from acp_memory.tools.base import Tool, ToolContext
 
 pytestmark = pytest.mark.anyio
@@ -173,14 +176,15 @@ async def test_a_scan_gives_way_to_the_index_once_it_is_ready(
     write_many(roots.global_root)
     held = HeldBuild(monkeypatch)
     ready = threading.Event()
-    read = scan_module.read_note
+    read = scan_module._read
 
-    def read_then_finish_the_build(root: Path, rel: str) -> str | None:
+    def read_then_finish_the_build(path: str) -> bytes | None:
         held.release()  # the index becomes ready early in the scan
         assert ready.wait(BOUND_S)
-        return read(root, rel)
+        return read(path)
 
-    monkeypatch.setattr(scan_module, "read_note", read_then_finish_the_build)
+    monkeypatch.setattr(scan_module, "_read", read_then_finish_the_build)
+    monkeypatch.setattr(keeper_module, "GIVE_WAY_S", 0)  # this scan waits for the build
     with SearchIndexes(tmp_path / "cache") as indexes:
         build = indexes.build
 
@@ -197,6 +201,50 @@ async def test_a_scan_gives_way_to_the_index_once_it_is_ready(
             with anyio.fail_after(BOUND_S):
                 hits = await anyio.to_thread.run_sync(store.search, "heron pond", "global", 3)
     assert not hits.partial and [h.path for h in hits] == ["global:heron.md"]
+
+
+async def test_a_build_gives_way_to_a_running_scan_and_goes_on_once_it_ends(
+    roots: Roots, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = roots.global_root
+    write_many(root)
+    finished = Finished(monkeypatch)
+    scanning, scan_may_end = threading.Event(), threading.Event()
+    scan_held = True
+
+    def held_then_gives_up() -> bool:  # the scan's first look, after 256 files
+        nonlocal scan_held
+        scanning.set()
+        assert scan_may_end.wait(BOUND_S), "the test never let the scan end"
+        scan_held = False
+        return True
+
+    paused = threading.Event()
+    scan_held_when_going_on: list[bool] = []
+    give_way = SCANS.give_way
+
+    def watched(timeout: float, outlasted: set[int]) -> None:  # the build, between batches
+        paused.set()
+        give_way(timeout, outlasted)
+        scan_held_when_going_on.append(scan_held)
+
+    monkeypatch.setattr(SCANS, "give_way", watched)
+    monkeypatch.setattr(keeper_module, "GIVE_WAY_S", 2 * BOUND_S)  # longer than the test holds
+    with SearchIndexes(tmp_path / "cache") as indexes:
+        async with anyio.create_task_group() as owner:
+            keeper = IndexKeeper(indexes, lambda: owner)
+            async with anyio.create_task_group() as scan:
+                scan.start_soon(anyio.to_thread.run_sync, lambda: scan_notes(
+                    [("global", root)], parse_query("heron"), 3, held_then_gives_up))
+                assert await anyio.to_thread.run_sync(scanning.wait, BOUND_S)
+                keeper.keep([root])
+                assert await anyio.to_thread.run_sync(paused.wait, BOUND_S)
+                assert not indexes.ready(root)  # before its first batch
+                scan_may_end.set()
+            await finished.wait_for(root.absolute())
+        assert indexes.ready(root)
+    # Every batch began once the scan had ended.
+    assert scan_held_when_going_on and not any(scan_held_when_going_on)
 
 
 async def test_stopping_the_owner_mid_build_stops_the_build_quietly(

@@ -23,6 +23,7 @@ from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore
 from acp_memory.memory.tools import came_back_empty, memory_tools
+from acp_memory.timestamps import iso
 from acp_memory.tools.base import Tool, ToolContext, ToolResult
 
 CTX = ToolContext(session_id="sess_test", cwd=Path("/"), mode="agent")
@@ -228,11 +229,34 @@ async def test_a_memory_runs_read_is_stamped_and_a_cli_read_or_a_search_is_not(
         cli.read("global:b.md")  # `notes show`
     with store_for(tmp_path, cwd, journal, RUN) as run:
         await call(run, "memory_search", query="notes", scope="global")
-        assert journal.reads(run.roots.global_root) == {}
         await call(run, "memory_read", path="global:a.md")
-        assert journal.reads(run.roots.global_root) == {"a.md": "2026-12-02T12:00:00.000Z"}
+    # Stamped when the run's store closes.
+    assert journal.reads(run.roots.global_root) == {"a.md": "2026-12-02T12:00:00.000Z"}
     # Nothing is written into the note.
     assert (note.read_bytes(), note.stat().st_mtime_ns) == before
+
+
+@pytest.mark.anyio
+async def test_a_memory_runs_reads_are_stamped_when_it_ends_in_one_unsynced_transaction(
+    tmp_path, cwd, journal
+) -> None:
+    with store_for(tmp_path, cwd, journal) as cli:
+        for name in ("a", "b", "c"):
+            cli.write(f"global:{name}.md", f"{name} notes.\n")
+    statements: list[str] = []
+    with journal.use() as db:
+        db.set_trace_callback(statements.append)
+    with store_for(tmp_path, cwd, journal, RUN) as run:
+        for name in ("a", "b", "c", "a"):
+            await call(run, "memory_read", path=f"global:{name}.md")
+        assert journal.reads(run.roots.global_root) == {}  # nothing written mid-run
+    with journal.use() as db:
+        db.set_trace_callback(None)
+    stamp = "2026-12-02T12:00:00.000Z"
+    assert journal.reads(run.roots.global_root) == {"a.md": stamp, "b.md": stamp, "c.md": stamp}
+    writes = [s for s in statements if not s.startswith("SELECT")]
+    assert writes[:2] == ["PRAGMA synchronous=NORMAL", "BEGIN IMMEDIATE"], writes
+    assert writes.count("COMMIT") == 1, writes
 
 
 # -- notes stale ---------------------------------------------------------------------------
@@ -267,9 +291,8 @@ def test_notes_stale_lists_gone_citations_and_notes_no_recall_read_in_n_days(not
     hand_written(home / "memory" / "read.md", "Read a while ago.", now - timedelta(days=300))
     hand_written(home / "memory" / "fresh.md", "Read yesterday.", now - timedelta(days=300))
     for rel, ago in (("read.md", 100), ("fresh.md", 1)):
-        stamps = Journal(home / "history" / "journal.sqlite3",
-                         now=lambda a=ago: now - timedelta(days=a))
-        stamps.mark_read((home / "memory").absolute(), rel)
+        stamps = Journal(home / "history" / "journal.sqlite3")
+        stamps.mark_reads([((home / "memory").absolute(), rel, iso(now - timedelta(days=ago)))])
         stamps.close()
 
     code, out, err = run("stale")

@@ -379,6 +379,33 @@ def test_a_deleted_notes_secret_is_stored_redacted_and_its_undo_says_so(
     assert not note.exists() and again.redacted == 0
 
 
+def test_what_the_store_wrote_redacted_is_stored_without_redacting_it_again(
+    store: MemoryStore, journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from acp_memory.memory.history import journal as journal_module
+
+    redacted: list[bytes] = []
+    redact_bytes = journal_module.redact_bytes
+
+    def observed(data: bytes) -> tuple[bytes, int]:
+        redacted.append(data)
+        return redact_bytes(data)
+
+    monkeypatch.setattr(journal_module, "redact_bytes", observed)
+    note = store.roots.global_root / "x.md"
+    store.write("global:x.md", f"password: {SECRET}\n")
+    note.write_text(f"by hand, token: {SECRET}\n")
+    store.write("global:x.md", "a new text\n")
+    undo(store, last(store))  # puts back the stored (redacted) hand edit
+    # Only the hand edit, which no one redacted before, is redacted by the journal.
+    assert redacted == [f"by hand, token: {SECRET}\n".encode()]
+    assert note.read_text() == "by hand, token: [REDACTED:token]\n"
+    with contextlib.closing(sqlite3.connect(journal.db_path)) as db:
+        # The first text, the hand edit (one secret lost), the new text, the undo's.
+        assert [n for (n,) in db.execute("SELECT redacted FROM blobs ORDER BY rowid")] == [
+            0, 1, 0, 0]
+
+
 def test_a_folder_delete_stores_each_file_redacted_and_brings_the_rest_back_byte_for_byte(
     store: MemoryStore, journal: Journal
 ) -> None:
@@ -517,6 +544,43 @@ def test_the_intent_is_committed_durably_before_the_notes_rename(
     monkeypatch.setattr(store_module, "write_atomic", observed)
     store.write("global:x.md", "one\n")
     assert seen == [([("x.md", 0)], 2)]  # 2: FULL
+
+
+def test_the_done_mark_is_committed_without_a_sync_of_its_own(
+    store: MemoryStore, journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from acp_memory.memory.history import journal as journal_module
+
+    levels: list[int] = []
+    complete = journal_module._complete
+
+    def observed(db: sqlite3.Connection, change_id: str) -> None:
+        levels.append(db.execute("PRAGMA synchronous").fetchone()[0])
+        complete(db, change_id)
+
+    monkeypatch.setattr(journal_module, "_complete", observed)
+    store.write("global:x.md", "one\n")
+    assert levels == [1]  # 1: NORMAL, in WAL not synced at commit
+    with journal.use() as live:  # the connection's next commits are synced again
+        assert live.execute("PRAGMA synchronous").fetchone()[0] == 2
+    assert [c.action for c in journal.changes([store.roots.global_root])] == ["create"]
+
+
+def test_a_change_whose_done_mark_a_power_cut_lost_settles_as_made_and_undoes(
+    store: MemoryStore, journal: Journal
+) -> None:
+    store.write("global:x.md", "before\n")
+    store.write("global:x.md", "after\n")
+    update = last(store)
+    # What a power cut may leave: the intent and the rename on disk, the done mark not.
+    with contextlib.closing(sqlite3.connect(journal.db_path)) as other, other:
+        other.execute("UPDATE changes SET done = 0 WHERE id = ?", (update,))
+    assert [c.action for c in journal.changes([store.roots.global_root])] == ["create"]
+    store.settle()
+    changes = journal.changes([store.roots.global_root], "x.md")
+    assert [(c.id, c.action) for c in changes] == [(update, "update"), (changes[1].id, "create")]
+    undo(store, update)
+    assert (store.roots.global_root / "x.md").read_text() == "before\n"
 
 
 def test_a_changes_message_is_its_first_line_redacted_and_cut_at_200_characters() -> None:

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sqlite3
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
 from acp_memory.config import Config, Paths
+from acp_memory.memory.index import schema, terms
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.root import RootIndex
+from acp_memory.memory.index.schema import db_path_for
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore
 from acp_memory.text.analyze import parse_query
+from tests.tasks.procs import alive
 
 
 def open_fds() -> int:
@@ -169,3 +175,169 @@ def test_a_large_update_gives_back_its_write_ahead_log_while_the_index_stays_ope
             wal = Path(f"{index.db_path}-wal")
             assert wal.exists() and wal.stat().st_size == 0
         assert len(indexes.candidates(root, parse_query("walrus tusks"), 8)) == 8
+
+
+def vocabulary(db_path: Path) -> list[tuple[str, str, int, int]]:
+    """Every term of an index's FTS5 table by column, with how many notes hold it and how
+    often: what the table holds, whatever its rows' ids."""
+    db = sqlite3.connect(db_path)
+    try:
+        db.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, fts, col)")
+        return db.execute("SELECT term, col, doc, cnt FROM temp.vocab ORDER BY 1, 2").fetchall()
+    finally:
+        db.close()
+
+
+def test_an_edited_and_a_deleted_note_leave_no_trace_of_their_old_words(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    root.mkdir()
+    (root / "keep.md").write_text("The heron fishes at dawn.")
+    (root / "edit.md").write_text("The walrus sleeps on the ice.")
+    (root / "gone.md").write_text("A narwhal and its tusk.")
+    with SearchIndexes(tmp_path / "kept") as indexes:
+        assert indexes.build(root)
+        (root / "edit.md").write_text("The otter swims in the kelp.")
+        (root / "gone.md").unlink()
+        assert indexes.build(root)
+    with SearchIndexes(tmp_path / "fresh") as indexes:
+        assert indexes.build(root)
+    kept = vocabulary(db_path_for(root, tmp_path / "kept"))
+    assert not {"walrus", "ice", "narwhal", "tusk"} & {term for term, *_ in kept}
+    assert kept == vocabulary(db_path_for(root, tmp_path / "fresh"))
+
+
+def test_an_index_of_an_older_schema_is_rebuilt_from_the_files(tmp_path: Path) -> None:
+    root = note_root(tmp_path, "g", "the heron fishes")
+    db_path = db_path_for(root, tmp_path / "cache")
+    db_path.parent.mkdir(parents=True)
+    st = (root / "note.md").stat()
+    old = sqlite3.connect(db_path)  # the previous schema, up to date by its stamps
+    old.executescript(f"""
+        PRAGMA page_size=4096;
+        CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL,
+                           mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
+                           ino INTEGER NOT NULL);
+        CREATE VIRTUAL TABLE fts USING fts5(path, exact, stems);
+        INSERT INTO files VALUES (1, 'note.md', {st.st_mtime_ns}, {st.st_size}, {st.st_ino});
+        INSERT INTO fts(rowid, path, exact, stems) VALUES (1, 'note', 'the walrus', 'walrus');
+        PRAGMA user_version=5;  -- the last schema with its text in the index
+    """)
+    old.close()
+    with SearchIndexes(tmp_path / "cache") as indexes:
+        assert [c.rel for c in indexes.candidates(root, parse_query("heron"), 8)] == ["note.md"]
+        assert not indexes.candidates(root, parse_query("walrus"), 8)
+    rebuilt = sqlite3.connect(db_path)
+    try:  # and no other process had it open: it takes the current page size too
+        assert rebuilt.execute("PRAGMA page_size").fetchone()[0] == schema._PAGE_BYTES
+    finally:
+        rebuilt.close()
+
+
+class RecordedPool(ProcessPoolExecutor):
+    """A worker pool that notes its processes' ids."""
+
+    pids: ClassVar[set[int]] = set()
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        done = super().submit(*args, **kwargs)
+        RecordedPool.pids.update(self._processes or {})
+        return done
+
+
+def use_workers(monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    """Every build from now on analyses its notes in two worker processes; their ids, as
+    they start."""
+    RecordedPool.pids = set()
+    monkeypatch.setattr(terms, "PARALLEL_FROM_BYTES", 0)
+    monkeypatch.setattr(terms, "cores", lambda: 2)
+    monkeypatch.setattr(terms, "ProcessPoolExecutor", RecordedPool)
+    return RecordedPool.pids
+
+
+def varied_notes(root: Path, count: int) -> None:
+    root.mkdir(parents=True)
+    for i in range(count):
+        (root / f"topic-{i % 7}" / f"Note{i}.md").parent.mkdir(exist_ok=True)
+        (root / f"topic-{i % 7}" / f"Note{i}.md").write_text(
+            f"Walruses {i} sleeping on ice, parse_config and HTTPServer{i % 5}, "
+            f"ёжик бежал по дорогам {i}, 東京タワー, well-known MEMFRUIT-{i:04X}.\n" * (1 + i % 3)
+        )
+
+
+def stored(db_path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    db = sqlite3.connect(db_path)
+    try:
+        return (db.execute("SELECT path, size, terms FROM files ORDER BY path").fetchall(),
+                db.execute("SELECT key, value FROM meta").fetchall())
+    finally:
+        db.close()
+
+
+def test_a_build_in_worker_processes_stores_what_an_inline_build_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "memory"
+    varied_notes(root, 300)
+    with SearchIndexes(tmp_path / "inline") as indexes:
+        assert indexes.build(root)
+    pids = use_workers(monkeypatch)
+    with SearchIndexes(tmp_path / "workers") as indexes:
+        assert indexes.build(root)
+    assert len(pids) == 2
+    inline = db_path_for(root, tmp_path / "inline")
+    parallel = db_path_for(root, tmp_path / "workers")
+    rows, meta = stored(parallel)
+    assert len(rows) == 300 and meta  # every note, packed with the index's dictionary
+    assert (rows, meta) == stored(inline)
+    assert vocabulary(parallel) == vocabulary(inline)
+
+
+def test_a_build_stopped_midway_ends_its_worker_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workers = use_workers(monkeypatch)
+    root = tmp_path / "memory"
+    varied_notes(root, 600)
+    looks = 0
+
+    def stop_after_a_batch() -> bool:
+        nonlocal looks
+        looks += 1
+        return looks > 1
+
+    with SearchIndexes(tmp_path / "cache") as indexes:
+        assert not indexes.build(root, None, stop_after_a_batch)
+        assert workers and not any(alive(pid) for pid in workers)
+    rows, _ = stored(db_path_for(root, tmp_path / "cache"))
+    assert len(rows) == 256  # the batch written before the stop is kept
+
+
+class KilledPool(RecordedPool):
+    """A worker pool one of whose workers is killed once both have started (Python 3.11's
+    pool can break itself if one dies while it is still starting the others)."""
+
+    killed = False
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        done = super().submit(*args, **kwargs)
+        if len(RecordedPool.pids) == 2 and not KilledPool.killed:
+            KilledPool.killed = True
+            os.kill(min(RecordedPool.pids), signal.SIGKILL)
+        return done
+
+
+def test_a_build_whose_worker_process_dies_finishes_analysing_inline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "memory"
+    varied_notes(root, 600)
+    with SearchIndexes(tmp_path / "inline") as indexes:
+        assert indexes.build(root)
+    use_workers(monkeypatch)
+    KilledPool.killed = False
+    monkeypatch.setattr(terms, "ProcessPoolExecutor", KilledPool)
+    with caplog.at_level(logging.WARNING), SearchIndexes(tmp_path / "cache") as indexes:
+        assert indexes.build(root)
+    assert "a worker process failed" in caplog.text
+    assert stored(db_path_for(root, tmp_path / "cache")) == stored(
+        db_path_for(root, tmp_path / "inline"))

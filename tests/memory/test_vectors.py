@@ -4,6 +4,7 @@ a note added by another connection; rows read again only when they changed."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,14 +16,16 @@ KEY = "fake/model"
 
 
 def note(db: sqlite3.Connection, rowid: int) -> vectors.Pending:
-    db.execute("INSERT INTO files(id, path, mtime_ns, size, ino) VALUES (?, ?, 1, 1, 1)",
+    db.execute("INSERT INTO files(id, path, mtime_ns, size, ino, terms) VALUES (?, ?, 1, 1, 1, '')",
                (rowid, f"n{rowid}.md"))
     return (rowid, f"n{rowid}.md", (1, 1, 1))
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> sqlite3.Connection:
-    return open_db(tmp_path / "index.sqlite3")
+def db(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    connection = open_db(tmp_path / "index.sqlite3")
+    yield connection
+    connection.close()  # not left to the collector, inside a later test counting descriptors
 
 
 def test_a_re_embedded_or_dropped_note_is_seen_by_the_next_nearest(db: sqlite3.Connection) -> None:
@@ -44,6 +47,7 @@ def test_a_vector_another_connection_wrote_is_read_without_reloading_the_rest(
     assert [r for r, _ in matrix.nearest(db, KEY, [0, 1], 5)] == [1]
     other = open_db(tmp_path / "index.sqlite3")
     vectors.store(other, KEY, [note(other, 2)], [[0, 1]])
+    other.close()
     loads: list[int] = []
     full_load = vectors.VectorMatrix._load
     monkeypatch.setattr(vectors.VectorMatrix, "_load",

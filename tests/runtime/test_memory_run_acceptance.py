@@ -552,6 +552,39 @@ async def test_a_run_whose_child_bundle_cannot_be_made_fails_and_the_turn_answer
     assert meta(paths, sid, "bg_1")["status"] == "failed" and server.child_requests == []
 
 
+async def test_a_run_whose_files_a_crash_left_empty_reads_as_orphaned_and_everything_lists(
+    paths,
+):
+    """A memory run's files before its final record skip the syncs: after a power cut its
+    record, log and child bundle may be found empty. The run reads as orphaned, and
+    session/list, /memory, the Tasks drawer's list and the child's bundle all still work."""
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text(REPORT)]
+        server.script(text("ok"), text("ok again"))
+        async with turn_agent(memory_config(server), paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "hello") == "end_turn"
+        child_id = meta(paths, sid, "bg_1")["agent"]["session_id"]
+        child = paths.sessions_dir / sid / "subagents" / child_id
+        run = paths.sessions_dir / sid / "background" / "bg_1"
+        for file in (run / "meta.json", run / "output.log", child / "session.json",
+                     child / "messages.json"):
+            file.write_bytes(b"")  # as a power cut leaves a file whose data never reached disk
+        async with turn_agent(memory_config(server, enable=False), paths) as (ed, agent):
+            listed = await ed.conn.list_sessions()
+            await ed.conn.load_session(session_id=sid, cwd=str(paths.cwd), mcp_servers=[])
+            session = agent.table.sessions[sid]
+            drawer = await agent.runner.pool_for(session).records(include_system=True)
+            assert await prompt(ed, sid, "/memory") == "end_turn"
+            shown = ed.client.text(sid)
+            loaded = agent.runner.store.load(child_id)
+    assert [s.session_id for s in listed.sessions] == [sid]
+    assert [(r.id, r.status, r.system) for r in drawer] == [("bg_1", "orphaned", True)]
+    assert "Last memory run: bg_1, orphaned" in shown
+    assert loaded.record.subagent_run and loaded.record.parent_session_id == sid
+    assert loaded.messages == []  # a bundle with less in it, never an unreadable one
+
+
 # -- secrets -------------------------------------------------------------------------------
 
 AWS_ID = "AKIAIOSFODNN7EXAMPLE"

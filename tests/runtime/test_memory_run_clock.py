@@ -120,9 +120,9 @@ async def test_a_client_that_never_takes_the_finished_update_cannot_hold_the_tur
     last_line_while_stuck: list[str] = []
     append_lines = memory_run._append_lines
 
-    def append_and_say(path: Path, lines: list[str]) -> None:  # in the worker thread
+    def append_and_say(path: Path, lines: list[str]) -> None:  # on the event loop
         append_lines(path, lines)
-        anyio.from_thread.run_sync(written.set)
+        written.set()
 
     monkeypatch.setattr(memory_run, "_append_lines", append_and_say)
 

@@ -61,6 +61,25 @@ async def test_each_append_writes_the_new_message_not_the_whole_transcript(tmp_p
     assert len(stored) == 1504 and stored[-1]["content"].startswith("m1503 ")
 
 
+async def test_each_message_is_scrubbed_once_though_both_files_get_it(tmp_path):
+    """A memory run's child scrubs (redacts) every message it writes; the spare holds each
+    message too, but a message is encoded, and so scrubbed, only once."""
+    scrubbed: list[str] = []
+
+    def scrub(data: dict) -> dict:
+        if "role" in data:  # a message (session.json goes through it too)
+            scrubbed.append(data["content"])
+        return data
+
+    session = SessionStore(tmp_path / "sessions").create(
+        cwd=str(tmp_path), model_id="offline/default", durable=False, scrub=scrub
+    )
+    for i in range(5):
+        await session.append(_message(i))
+    assert scrubbed == [m.content for m in session.messages]
+    assert [m["content"] for m in _stored(session.dir)] == scrubbed
+
+
 async def test_another_process_always_reads_a_whole_transcript_of_the_first_messages(tmp_path):
     session = _new(tmp_path)
     stop = tmp_path / "stop"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -250,6 +251,45 @@ async def test_turned_off_the_pool_refuses_model_tasks_but_runs_system_tasks(tmp
         )
         record = await pool.wait(task, 10)
     assert record.status == "succeeded" and task.result == "recalled"
+
+
+async def test_a_system_tasks_final_record_is_its_one_synced_write(tmp_path: Path, monkeypatch):
+    """A memory run's files skip the syncs but its final record: the one durable point of
+    the run (a record left unfinished reads as orphaned). Its setup runs in its claim's
+    trip, with its log and first record already there, and on_sealed sees the final one."""
+    synced: list[str] = []
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    at_setup: list[list[str]] = []
+    sealed: list[TaskRecord] = []
+
+    def setup(record: TaskRecord) -> None:
+        folder = tmp_path / "background" / record.id
+        at_setup.append(sorted(p.name for p in folder.iterdir()))
+
+    async def report(task: Task) -> str:
+        await task.log.write("recalled\n")
+        return "recalled"
+
+    async with pool_in(tmp_path) as pool:
+        task = await pool.start_agent(
+            label="memory: x", agent_name="memory", child_session_id="sess_c", body=report,
+            system=True, log=pool.new_log(inline=True), setup=setup, on_sealed=sealed.append,
+        )
+        await pool.wait(task, 10)
+    folder = tmp_path / "background" / "bg_1"
+    assert at_setup == [["meta.json", "output.log"]]
+    assert [r.status for r in sealed] == ["succeeded"]
+    assert meta(tmp_path, "bg_1")["status"] == "succeeded"
+    assert output_log(tmp_path, "bg_1") == b"recalled\n"
+    # The final record's file before its rename, then the folder that holds the new name.
+    assert len(synced) == 2 and Path(synced[0]).parent == folder and synced[1] == str(folder)
+    assert Path(synced[0]).name.startswith(".meta.json.")
 
 
 async def test_a_kind_limit_bounds_agent_tasks_apart_from_commands(tmp_path: Path):

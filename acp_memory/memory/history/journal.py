@@ -1,16 +1,17 @@
 """The journal: one record per change of a note or a folder in any root, under the home.
 
 A change is journaled as an intent (committed, so fsynced) before the note's rename and marked
-done after it; a process that died between the two leaves an intent that the next writer of
-that root settles under the root's lock: the path holding the intent's "before" drops it,
-anything else completes it (and an approved change's hold goes with its completion). A
-journal that cannot be written refuses the change. Contents are stored once by hash, redacted
-(a journal of an earlier version is redacted once when this one opens it: `upgrade.py`);
-records older than `memory.history_days` go, with the blobs only they held. A purge
-(`purge.py`) drops every record of a path.
+done after it, without a sync of its own (the next synced commit or checkpoint takes it to
+disk); a process that died between the two, or a power cut that lost the done mark, leaves an
+intent that the next writer of that root settles under the root's lock: the path holding the
+intent's "before" drops it, anything else completes it (and an approved change's hold goes
+with its completion). A journal that cannot be written refuses the change. Contents are stored
+once by hash, redacted (a journal of an earlier version is redacted once when this one opens
+it: `upgrade.py`); records older than `memory.history_days` go, with the blobs only they held.
+A purge (`purge.py`) drops every record of a path.
 
 The same database keeps the changes held for approval (`pending.py`), the recall read stamps
-and each memory run's cost.
+(a run's, written together at its end, unsynced) and each memory run's cost.
 """
 
 from __future__ import annotations
@@ -96,22 +97,30 @@ class Journal:
     # -- the database ----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def use(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
-        """The connection under the lock; a write is one immediate transaction. Any SQLite
-        or file system failure is a JournalError naming the file."""
+    def use(self, *, write: bool = False, synced: bool = True) -> Iterator[sqlite3.Connection]:
+        """The connection under the lock; a write is one immediate transaction, on disk when
+        it commits unless not `synced` (then a power cut may lose it, never corrupt the
+        database: WAL at synchronous=NORMAL). Any SQLite or file system failure is a
+        JournalError naming the file."""
         with self._lock:
             try:
                 db = self._open()
                 if not write:
                     yield db
                     return
-                db.execute("BEGIN IMMEDIATE")
+                if not synced:
+                    db.execute("PRAGMA synchronous=NORMAL")
                 try:
-                    yield db
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-                db.execute("COMMIT")
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        yield db
+                    except BaseException:
+                        db.execute("ROLLBACK")
+                        raise
+                    db.execute("COMMIT")
+                finally:
+                    if not synced:
+                        db.execute("PRAGMA synchronous=FULL")
             except (sqlite3.Error, OSError) as exc:
                 raise JournalError(f"the memory history {self.db_path}: {exc}") from None
 
@@ -239,8 +248,10 @@ class Journal:
                 self._settle(change_id, before.state, current().state)
             raise
         crash_point("after_note")
+        # Unsynced: the next synced commit takes it to disk, and one lost to a power cut
+        # leaves the intent, which the next writer settles as it would a crash's.
         with contextlib.suppress(JournalError):  # the intent stays; the next writer settles it
-            with self.use(write=True) as db:
+            with self.use(write=True, synced=False) as db:
                 _complete(db, change_id)
 
     def _settle(self, change_id: str, before: str | None, now_state: str | None) -> None:
@@ -252,13 +263,15 @@ class Journal:
 
     def _blob_rows(self, *captured: Captured) -> list[tuple[str, bytes, int]]:
         """The blobs the states name that are not stored yet, as rows: a note's contents
-        redacted (outside any transaction: a large folder takes a while), a manifest as is."""
-        wanted = {h: (data, c.state == DIR + h) for c in captured for h, data in c.blobs.items()}
+        redacted (outside any transaction: a large folder takes a while), a manifest or text
+        redacted already as is."""
+        wanted = {h: (data, c.redacted or c.state == DIR + h)
+                  for c in captured for h, data in c.blobs.items()}
         with self.use() as db:
             known = {h for h in wanted
                      if db.execute("SELECT 1 FROM blobs WHERE hash = ?", (h,)).fetchone()}
-        return [(h, data, 0) if is_manifest else (h, *redact_bytes(data))
-                for h, (data, is_manifest) in wanted.items() if h not in known]
+        return [(h, data, 0) if as_is else (h, *redact_bytes(data))
+                for h, (data, as_is) in wanted.items() if h not in known]
 
     def recover(self, root: Path, current: Callable[[str], Captured]) -> int:
         """Settle the intents a dead process left on root; call it holding the root's lock.
@@ -384,12 +397,15 @@ class Journal:
 
     # -- recall read stamps and run costs --------------------------------------------------
 
-    def mark_read(self, root: Path, path: str) -> None:
-        """A memory run read the note now."""
-        with self.use(write=True) as db:
-            db.execute("INSERT INTO reads(root, path, time) VALUES (?, ?, ?) ON CONFLICT "
-                       "(root, path) DO UPDATE SET time = excluded.time",
-                       (str(root), path, iso(self.now())))
+    def mark_reads(self, stamps: Iterable[tuple[Path, str, str]]) -> None:
+        """Memory runs read these notes (root, path, ISO time): one transaction without a sync
+        of its own (a stamp lost in a power cut only makes `notes stale` list a note)."""
+        rows = [(str(root), path, when) for root, path, when in stamps]
+        if not rows:
+            return
+        with self.use(write=True, synced=False) as db:
+            db.executemany("INSERT INTO reads(root, path, time) VALUES (?, ?, ?) ON CONFLICT "
+                           "(root, path) DO UPDATE SET time = max(time, excluded.time)", rows)
 
     def reads(self, root: Path) -> dict[str, str]:
         """When a memory run last read each note of root."""

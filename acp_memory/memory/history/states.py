@@ -19,7 +19,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +44,17 @@ def digest(data: bytes) -> str:
 
 @dataclass
 class Captured:
-    """A state and the blobs it names."""
+    """A state and the blobs it names; `redacted` when they are text redacted already (what
+    the store writes, the journal's own contents), which the journal stores as it is."""
 
     state: str | None
     blobs: dict[str, bytes] = field(default_factory=dict)
+    redacted: bool = False
 
     @classmethod
-    def note(cls, data: bytes) -> Captured:
+    def note(cls, data: bytes, *, redacted: bool = False) -> Captured:
         h = digest(data)
-        return cls(NOTE + h, {h: data})
+        return cls(NOTE + h, {h: data}, redacted)
 
 
 def folder(dirs: list[str], files: dict[str, str], links: dict[str, str],
@@ -124,11 +126,12 @@ def restoring(state: str | None, blob: Callable[[str], bytes]) -> Captured:
     if state is None:
         return Captured(None)
     if state.startswith(NOTE):
-        return Captured.note(blob(state[len(NOTE):]))
+        return Captured.note(blob(state[len(NOTE):]), redacted=True)
     folder_ = manifest(state, blob)
     files = {rel: blob(h) for rel, h in _files(folder_).items()}
-    return folder(list(_dirs(folder_)), {rel: digest(data) for rel, data in files.items()},
-                  dict(_links(folder_)), {digest(data): data for data in files.values()})
+    return replace(folder(list(_dirs(folder_)), {rel: digest(data) for rel, data in files.items()},
+                          dict(_links(folder_)), {digest(data): data for data in files.values()}),
+                   redacted=True)
 
 
 def apply(path: Path, state: str | None, blob: Callable[[str], bytes], *, root: Path) -> None:

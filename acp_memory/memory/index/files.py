@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from acp_memory.memory.index.terms import read_note as read_note  # light, for workers
 from acp_memory.memory.roots import is_note_name
 from acp_memory.paths import resolves_inside
 
@@ -22,6 +23,24 @@ def walk_notes(
 ) -> Iterator[tuple[str, Stamp]]:
     """Every note under root as (path relative to root, stamp); `on_folder(path, rel)` is
     called for each folder before it is listed (the index adds its change watch there)."""
+    for rel, entry in _notes(root, on_folder):
+        try:
+            st = entry.stat()
+        except OSError:
+            continue
+        yield rel, (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def note_paths(root: Path) -> Iterator[tuple[str, str]]:
+    """Every note under root as (path relative to root, full path), without the stat call a
+    stamp takes (the direct scan reads every file anyway)."""
+    for rel, entry in _notes(root, None):
+        yield rel, entry.path
+
+
+def _notes(
+    root: Path, on_folder: Callable[[str, str], None] | None
+) -> Iterator[tuple[str, os.DirEntry[str]]]:
     real_root = root.resolve()
     stack = [(str(root), "")]
     while stack:
@@ -43,8 +62,7 @@ def walk_notes(
                     elif is_note_name(entry.name) and entry.is_file():
                         if entry.is_symlink() and not resolves_inside(entry.path, real_root):
                             continue
-                        st = entry.stat()
-                        yield child, (st.st_mtime_ns, st.st_size, st.st_ino)
+                        yield child, entry
                 except OSError:
                     continue
 
@@ -59,11 +77,3 @@ def stamp_of(root: Path, rel: str) -> Stamp | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino) if path.is_file() else None
-
-
-def read_note(root: Path, rel: str) -> str | None:
-    """A note's text (bad UTF-8 replaced), None when it cannot be read."""
-    try:
-        return (root / rel).read_bytes().decode("utf-8", errors="replace")
-    except OSError:
-        return None

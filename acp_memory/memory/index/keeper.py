@@ -9,7 +9,6 @@ batches, never in a search; a batch that fails is left for the next request.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -27,8 +26,13 @@ from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.sync import Progress
 from acp_memory.memory.index.vectors import Pending
 from acp_memory.memory.redact import redact_text
+from acp_memory.memory.scan import SCANS
 
 log = logging.getLogger(__name__)
+
+# How long a build waits, between two batches, for the direct scans then running (a search is
+# waiting on each); a scan still running after that is not waited for again by that build.
+GIVE_WAY_S = 2.0
 
 
 def embedding_input(rel: str, text: str) -> str:
@@ -74,6 +78,20 @@ def _cancelled(cancelled: type[BaseException]) -> bool:
     except cancelled:
         return True
     return False
+
+
+class _Between:
+    """A build's `stop`, asked between its batches: first it gives way to the direct scans
+    running (the search behind each waits on it, and nobody on the build), then says whether
+    the owner was cancelled."""
+
+    def __init__(self, cancelled: type[BaseException]) -> None:
+        self._cancelled = cancelled
+        self._outlasted: set[int] = set()
+
+    def __call__(self) -> bool:
+        SCANS.give_way(GIVE_WAY_S, self._outlasted)
+        return _cancelled(self._cancelled)
 
 
 class IndexKeeper:
@@ -124,7 +142,7 @@ class IndexKeeper:
             while True:
                 self._again.discard(root)
                 async with self._one_at_a_time:
-                    stop = functools.partial(_cancelled, anyio.get_cancelled_exc_class())
+                    stop = _Between(anyio.get_cancelled_exc_class())
                     built = await anyio.to_thread.run_sync(self.indexes.build, root, None, stop)
                     if built:
                         await self._embed(root)

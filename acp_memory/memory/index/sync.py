@@ -6,21 +6,28 @@ refreshes re-index only the files inotify reported. Without inotify (not Linux, 
 watches) every refresh walks the tree, which is slower but just as correct.
 
 Many notes are indexed a batch at a time, committed about every 32 MB, so memory stays bounded
-and a build cut short keeps what it committed. (A writer thread feeding SQLite while this one
-analysed the next batch gained nothing measurable on two cores: each half slowed the other.)
+and a build cut short keeps what it committed. A large build analyses the notes in worker
+processes, one per core, a few batches ahead of this thread's SQLite writes (a writer thread
+instead gained nothing measurable on two cores: each half slowed the other).
+
+The FTS5 table is contentless: the note files hold the text, and snippets are cut from them.
+Deleting a row from such a table takes the values it was given, so each note keeps them packed
+(`terms.pack`) in its `files` row, and a delete or an update feeds exactly those back.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
-from acp_memory.memory.index.files import Stamp, read_note, stamp_of, walk_notes
+from acp_memory.memory.index import terms
+from acp_memory.memory.index.files import Stamp, stamp_of, walk_notes
 from acp_memory.memory.roots import is_note_name
 from acp_memory.memory.watch import Watcher
-from acp_memory.text.analyze import analyze, document_terms, tokens
 
 log = logging.getLogger(__name__)
 
@@ -31,20 +38,15 @@ Progress = Callable[[int, int], None]
 _BATCH = 256
 _COMMIT_CHARS = 32 << 20
 _SHRINK_WAL_FROM = 4 * _BATCH  # notes written by one update
+# The notes a build needs for the index's packing dictionary to be made from them, and the
+# most it reads for that (spread over the build).
+_TRAIN_FROM = 64
+_TRAIN_ON = 128  # twice as many pack 2% smaller, but hold up the start (read in this thread)
 
 
-def path_terms(rel: str) -> str:
-    """The path column: exact forms and stems of the words in a note's relative path."""
-    stem_of_path = rel.rsplit(".", 1)[0]
-    out: list[str] = []
-    for token in tokens(stem_of_path):
-        a = analyze(token)
-        out.extend((a.whole, *a.stems))
-    return " ".join(out)
-
-
-# A note ready for the writer: (path, stamp, path column, exact column, stems column).
-Row = tuple[str, Stamp, str, str, str]
+# A note ready for the writer: (path, stamp, path column, exact column, stems column, the
+# three packed).
+Row = tuple[str, Stamp, str, str, str, bytes]
 
 
 class FileSync:
@@ -122,7 +124,7 @@ class FileSync:
         self.changes += len(gone) + len(todo)
         if gone:
             with _transaction(self._db):
-                _drop(self._db, gone)
+                _drop(self._db, gone, _dictionary(self._db))
         if not todo:
             return True
         return self._in_batches(todo, progress, stop)
@@ -151,11 +153,30 @@ class FileSync:
                 todo.append((rel, stamp))
         return gone, todo
 
-    def _rows(self, todo: Iterable[tuple[str, Stamp]]) -> Iterator[Row]:
-        for rel, stamp in todo:
-            text = read_note(self.root, rel)
-            if text is not None:
-                yield (rel, stamp, path_terms(rel), *document_terms(text))
+    def _rows(self, todo: Iterable[tuple[str, Stamp]]) -> Generator[Row, None, None]:
+        """The notes that could be read, analysed (in worker processes when many); close the
+        iterator when stopping early, which ends the workers."""
+        todo = list(todo)
+        size = sum(stamp[1] for _, stamp in todo)
+        workers = terms.cores() if size >= terms.PARALLEL_FROM_BYTES else 1
+        zdict = self._dictionary(todo)
+        found = terms.analysed(self.root, (rel for rel, _ in todo), zdict, workers)
+        with contextlib.closing(found):
+            for (rel, stamp), columns in zip(todo, found, strict=True):
+                if columns is not None:
+                    yield (rel, stamp, *columns)
+
+    def _dictionary(self, todo: list[tuple[str, Stamp]]) -> bytes:
+        """The index's packing dictionary, made from todo's notes when it has none yet and
+        todo is large enough; in the open transaction, so it is kept with the first rows
+        packed with it, or neither is."""
+        zdict = _dictionary(self._db)
+        if zdict or len(todo) < _TRAIN_FROM:
+            return zdict
+        sample = todo[:: max(1, len(todo) // _TRAIN_ON)][:_TRAIN_ON]
+        zdict = terms.train(self.root, (rel for rel, _ in sample))
+        self._db.execute("INSERT INTO meta(key, value) VALUES ('zdict', ?)", (zdict,))
+        return zdict
 
     def _in_batches(
         self, todo: list[tuple[str, Stamp]], progress: Progress | None,
@@ -167,17 +188,20 @@ class FileSync:
         done = True
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            for start in range(0, len(todo), _BATCH):
-                if stop is not None and stop():
-                    done = False
-                    break
-                pending += _write(self._db, self._rows(todo[start : start + _BATCH]))
-                if pending >= _COMMIT_CHARS:
-                    self._db.execute("COMMIT")
-                    self._db.execute("BEGIN IMMEDIATE")
-                    pending = 0
-                if progress is not None:
-                    progress(min(len(todo), start + _BATCH), len(todo))
+            with contextlib.closing(self._rows(todo)) as rows:
+                for start in range(0, len(todo), _BATCH):
+                    # Between batches: the one place a build stops (or yields) early.
+                    if stop is not None and stop():
+                        done = False
+                        break
+                    batch = list(itertools.islice(rows, _BATCH))
+                    pending += _write(self._db, batch, _dictionary(self._db))
+                    if pending >= _COMMIT_CHARS:
+                        self._db.execute("COMMIT")
+                        self._db.execute("BEGIN IMMEDIATE")
+                        pending = 0
+                    if progress is not None:
+                        progress(min(len(todo), start + _BATCH), len(todo))
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -202,29 +226,54 @@ class _transaction:
         self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
 
 
-def _drop(db: sqlite3.Connection, ids: list[int]) -> None:
-    params = [(i,) for i in ids]
-    db.executemany("DELETE FROM files WHERE id = ?", params)
-    db.executemany("DELETE FROM fts WHERE rowid = ?", params)
-    db.executemany("DELETE FROM vectors WHERE file_id = ?", params)
+def _dictionary(db: sqlite3.Connection) -> bytes:
+    """The index's packing dictionary (b"" until one is made)."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'zdict'").fetchone()
+    return bytes(row[0]) if row is not None else b""
 
 
-def _write(db: sqlite3.Connection, rows: Iterable[Row]) -> int:
+def _drop(db: sqlite3.Connection, ids: list[int], zdict: bytes) -> None:
+    for start in range(0, len(ids), _BATCH):  # SQLite bounds the parameters of a statement
+        some = ids[start : start + _BATCH]
+        marks = ",".join("?" * len(some))
+        rows = db.execute(f"SELECT id, terms FROM files WHERE id IN ({marks})", some)
+        _forget(db, rows, zdict)
+        db.executemany("DELETE FROM files WHERE id = ?", [(i,) for i in some])
+
+
+def _forget(db: sqlite3.Connection, notes: Iterable[tuple[int, bytes]], zdict: bytes) -> None:
+    """Take notes, as (id, packed terms), out of the FTS5 table, and drop their vectors."""
+    fed = [(rowid, *terms.unpack(packed, zdict)) for rowid, packed in notes]
+    db.executemany(
+        "INSERT INTO fts(fts, rowid, path, exact, stems) VALUES ('delete', ?, ?, ?, ?)", fed
+    )
+    db.executemany("DELETE FROM vectors WHERE file_id = ?", [(row[0],) for row in fed])
+
+
+def _write(db: sqlite3.Connection, rows: list[Row], zdict: bytes) -> int:
     """Index rows in the open transaction; returns the characters written."""
-    chars = 0
-    fts_rows = []
-    for rel, stamp, path_column, exact, stems in rows:
-        # An upsert: another process may have indexed this path since our walk.
-        (rowid,) = db.execute(
-            "INSERT INTO files(path, mtime_ns, size, ino) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, "
-            "size = excluded.size, ino = excluded.ino RETURNING id",
-            (rel, *stamp),
-        ).fetchone()
-        fts_rows.append((rowid, path_column, exact, stems))
-        chars += len(exact) + len(stems)
-    ids = [(row[0],) for row in fts_rows]
-    db.executemany("DELETE FROM fts WHERE rowid = ?", ids)
-    db.executemany("DELETE FROM vectors WHERE file_id = ?", ids)  # its text changed
-    db.executemany("INSERT INTO fts(rowid, path, exact, stems) VALUES (?, ?, ?, ?)", fts_rows)
-    return chars
+    if not rows:
+        return 0
+    marks = ",".join("?" * len(rows))
+    known = {path: (rowid, packed) for path, rowid, packed in db.execute(
+        f"SELECT path, id, terms FROM files WHERE path IN ({marks})", [row[0] for row in rows])}
+    # Another process may have indexed some of these since our walk: those are updates, whose
+    # old terms and vectors go.
+    _forget(db, known.values(), zdict)
+    # Ids given here, not one RETURNING per row: the open transaction holds the write lock.
+    (top,) = db.execute("SELECT max(id) FROM files").fetchone()
+    fresh = itertools.count(max(top or 0, 0) + 1)
+    ids = [known[row[0]][0] if row[0] in known else next(fresh) for row in rows]
+    db.executemany(
+        "INSERT INTO files(id, path, mtime_ns, size, ino, terms) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(id) DO UPDATE SET mtime_ns = excluded.mtime_ns, size = excluded.size, "
+        "ino = excluded.ino, terms = excluded.terms",
+        [(rowid, rel, *stamp, packed)
+         for rowid, (rel, stamp, _, _, _, packed) in zip(ids, rows, strict=True)],
+    )
+    db.executemany(
+        "INSERT INTO fts(rowid, path, exact, stems) VALUES (?, ?, ?, ?)",
+        [(rowid, path, exact, stems)
+         for rowid, (_, _, path, exact, stems, _) in zip(ids, rows, strict=True)],
+    )
+    return sum(len(row[3]) + len(row[4]) for row in rows)

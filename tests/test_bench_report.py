@@ -1,0 +1,124 @@
+"""bench/report.py: its table from canned figures (no bench run), a failed bench's line, and
+each bench's --json output the report reads."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def load_report() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_report", BENCH / "report.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+report = load_report()
+
+CANNED = {
+    "wire": {"cold_ms": 300.0, "echo_cold_ms": 500.0},  # 0.6x: met
+    "memory_run": {"off_p50_ms": 10.0, "on_less_child_p50_ms": 14.0, "added_p50_ms": 4.0,
+                   "hops_on": 3, "hops_off": 2},  # +4 ms: missed; 3 trips: met
+    "http_api": {"rps": {report.MEMORY_CHATS: {"16": 30.0}, report.PLAIN_CHATS: {"16": 100.0}}},
+    "search": "the measuring child failed: database is locked",
+    "journal": {"plain_ms": 10.0, "journaled_ms": 12.0, "dir": "/"},
+    "suite": {"seconds": 130.0},
+}  # fmt: skip
+
+
+def cells(table: str, figure: str) -> list[str]:
+    line = next(line for line in table.splitlines() if line.startswith(f"| {figure}"))
+    return [c.strip() for c in line.strip("|").split(" | ")]
+
+
+def test_the_table_says_whether_each_goal_is_met_and_a_failed_bench_fails_only_its_rows(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.setattr(report, "filesystem", lambda path: "ext4 /dev/vda")
+    table = report.table(report.rows(CANNED))
+    assert table.splitlines()[0] == "| figure | ours | reference | ratio | goal | met |"
+    assert cells(table, "cold start")[1:] == [
+        "300 ms", "SDK echo agent 500 ms", "0.60×", "≤ 0.7×", "yes"]  # fmt: skip
+    assert cells(table, "what memory adds")[-1] == "no"
+    assert cells(table, "worker-thread trips")[-1] == "yes"
+    assert cells(table, "HTTP")[3:] == ["0.30×", "≥ 0.5×", "no"]
+    journal = cells(table, "a journaled note write (/: ext4 /dev/vda)")
+    assert journal[3:] == ["1.20×", "≤ 1.3×", "yes"]
+    assert cells(table, "the test suite")[-1] == "no"
+    failed = "failed: the measuring child failed: database is locked"
+    assert [cells(table, f)[-1] for f in ("index size, 10,000", "index build, 10,000",
+                                          "a search while the index builds")] == [failed] * 3
+    assert "100,000" not in table  # the --full rows only with their bench's figures
+
+
+def test_the_full_rows_hold_the_100000_note_build_to_the_10000_note_build_of_its_run():
+    big = {"notes": 100_000, "notes_mb": 418.0, "index_mb": 500.0, "build_ms": 60_000.0,
+           "small_build_ms": 5_000.0, "rg_ms": 900.0, "scan_ms": 2_500.0, "warm_ms": 2.0}
+    table = report.table(report.rows({"search_full": big}))
+    assert cells(table, "index size, 100,000")[3:] == ["1.20×", "≤ 1.3×", "yes"]
+    assert cells(table, "index build, 100,000")[2:] == [
+        "10,000-note build 5.00 s", "12.00×", "≤ 11× the 10,000-note build", "no"]
+    assert cells(table, "a search while the index builds (direct scan), 100,000")[-2:] == [
+        "≤ 3 s", "yes"]  # fmt: skip
+
+
+def test_a_search_bench_without_ripgrep_or_a_search_during_the_build_says_so():
+    figures = {"rg_ms": None, "build_ms": 900.0, "scan_ms": float("nan"), "warm_ms": 1.0}
+    made = {r.figure: r.met for r in report.rows({"search": figures})}
+    assert made["index build, 10,000 notes"] == (
+        "failed: no baseline, ripgrep (rg) is not installed")
+    assert made["a search while the index builds (direct scan), 10,000 notes"] == (
+        "failed: no search finished while the index was building")
+
+
+def test_a_journal_on_tmpfs_does_not_meet_the_real_disk_goal(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(report, "filesystem", lambda path: "tmpfs tmpfs")
+    (row,) = report.rows({"journal": {"plain_ms": 10.0, "journaled_ms": 11.0, "dir": "/tmp"}})
+    assert row.met == "no: tmpfs is not a real disk"
+
+
+def test_a_bench_whose_output_lacks_a_figure_fails_its_row_with_one_line():
+    (row,) = report.rows({"wire": {"cold_ms": 300.0}})
+    assert row.met == "failed: no usable figure (KeyError: 'echo_cold_ms')"
+
+
+def test_a_bench_that_exits_with_an_error_gives_its_last_line_and_one_without_json_says_so():
+    failing = "import sys; print('generated 10 notes'); sys.exit('ripgrep crashed\\n')"
+    assert report.run_bench([sys.executable, "-c", failing]) == "ripgrep crashed"
+    assert report.run_bench([sys.executable, "-c", "print('42 ms')"]) == (
+        "no JSON last line: 42 ms")
+
+
+@pytest.mark.parametrize(
+    ("bench", "sizes"),
+    [("journal", ["--writes", "3", "--rounds", "1"]), ("search", ["--notes", "100"])],
+)
+def test_a_bench_prints_a_json_last_line_the_report_makes_its_rows_from(
+    bench: str, sizes: list[str]
+):
+    script = report.BENCHES[bench][0]
+    figures = report.run_bench([sys.executable, str(BENCH / script), "--json", *sizes])
+    assert isinstance(figures, dict), figures
+    made = report.rows({bench: figures})
+    # At this size a row may fail for want of a figure the bench could not measure (the build
+    # done before a search during it finished), never for a figure its output lacks.
+    assert made and not [r for r in made if "no usable figure" in r.met], made
+
+
+@pytest.mark.parametrize(
+    "script", sorted({argv[0] for argv in [*report.BENCHES.values(), *report.FULL.values()]})
+)
+def test_every_bench_the_report_runs_takes_json(script: str):
+    done = subprocess.run([sys.executable, str(BENCH / script), "--help"],
+                          capture_output=True, text=True, check=True, timeout=60)
+    assert "--json" in done.stdout
