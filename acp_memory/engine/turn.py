@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -111,6 +112,8 @@ class TurnEngine:
         self.tools = tools
         self.max_turns = max_turns
         self.clock = clock  # the turn context's time; tests pass a ticking fake
+        # Each live session's history as the model sees it, by id(session): dropped with it.
+        self._histories: dict[int, _History] = {}
 
     def tools_for(self, session: Session) -> ToolSet:
         """The tool set of the session's mode."""
@@ -151,13 +154,21 @@ class TurnEngine:
         system = f"{record.inline_memory}\n\n{body}" if record.inline_memory else body
         # Images reach a model that takes them; one selected since reads their [image] marks.
         images = model.config.vision
-        history = [to_llm_message(m, images) for m in since_compaction(session.messages)]
+        history = self._history(session).messages(since_compaction(session.messages), images)
         messages = [Message("system", system), *history]
         prefix = len(messages)
         tail = context.memory_message() if per_step else context.message()
         if tail is not None:
             messages.append(tail)
         return model.request(messages, tools=specs, cache_prefix_len=prefix)
+
+    def _history(self, session: Session) -> _History:
+        key = id(session)
+        history = self._histories.get(key)
+        if history is None:
+            history = self._histories[key] = _History()
+            weakref.finalize(session, self._histories.pop, key, None)
+        return history
 
     async def run(
         self,
@@ -263,6 +274,12 @@ class TurnEngine:
         pending = list(calls)
         running: str | None = None  # the call the editor shows in progress
         cancelled = False
+        # A bundle that skips the syncs (a memory run's child) with no hook that could read
+        # its transcript meanwhile: the step's results are written in one append, not one
+        # each (every append rewrites a file and swaps two names).
+        held: list[TranscriptMessage] | None = (
+            [] if not session.durable and hooks is None else None
+        )
         try:
             while pending:
                 prepared = pending[0]
@@ -292,18 +309,20 @@ class TurnEngine:
                 except TurnCancelled as exc:
                     cancelled = True
                     result = ToolResult(f"Error: {exc or CANCELLED_RESULT}", is_error=True)
-                await session.append(
-                    TranscriptMessage(
-                        role="tool",
-                        content=result.text,
-                        tool_call_id=call_id,
-                        name=prepared.call.name,
-                        is_error=result.is_error or None,
-                        locations=result.locations or None,
-                        content_extra=[_content_dump(c) for c in result.content] or None,
-                        plan=result.plan,
-                    )
+                message = TranscriptMessage(
+                    role="tool",
+                    content=result.text,
+                    tool_call_id=call_id,
+                    name=prepared.call.name,
+                    is_error=result.is_error or None,
+                    locations=result.locations or None,
+                    content_extra=[_content_dump(c) for c in result.content] or None,
+                    plan=result.plan,
                 )
+                if held is None:
+                    await session.append(message)
+                else:
+                    held.append(message)
                 pending.pop(0)
                 status: Literal["completed", "failed"] = (
                     "failed" if result.is_error else "completed"
@@ -322,9 +341,11 @@ class TurnEngine:
                     await hooks.post_tool(name, args, result.text, result.is_error)
         finally:
             # Providers refuse a history where a tool call has no result.
-            for prepared in pending:
-                text = CANCELLED_RESULT if prepared.call.id == running else NOT_RUN_RESULT
-                await session.append(_cancelled(prepared.call, text))
+            ended = [
+                _cancelled(p.call, CANCELLED_RESULT if p.call.id == running else NOT_RUN_RESULT)
+                for p in pending
+            ]
+            await session.append_all([*(held or ()), *ended])
             if running is not None:
                 # The editor would show the interrupted call in progress for ever.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(1):
@@ -383,6 +404,30 @@ class _Reply:
             tool_calls=calls or None,
             message_id=self.message_id,
         )
+
+
+class _History:
+    """A session's transcript converted for the model, kept between steps: a history only
+    grows, so a step converts just the messages it has not met (from the first that is not
+    the very object converted before: a reload or a compaction starts again there)."""
+
+    def __init__(self) -> None:
+        self.images = True
+        self.source: list[TranscriptMessage] = []
+        self.converted: list[Message] = []
+
+    def messages(self, history: Sequence[TranscriptMessage], images: bool) -> list[Message]:
+        """history as to_llm_message gives it, with or without images."""
+        if images != self.images:
+            self.images, self.source, self.converted = images, [], []
+        same, known = 0, min(len(history), len(self.source))
+        while same < known and history[same] is self.source[same]:
+            same += 1
+        del self.source[same:], self.converted[same:]
+        for message in history[same:]:
+            self.source.append(message)
+            self.converted.append(to_llm_message(message, images))
+        return list(self.converted)
 
 
 def to_llm_message(m: TranscriptMessage, images: bool = True) -> Message:

@@ -65,6 +65,10 @@ class ProviderHub:
         self._client = client
         self._owned = client is None
         self._entered = False
+        # Handles by (model id, wait_for_limit_reset), each beside the config sections it was
+        # built from: providers keep no per-call state, so every turn and memory run of the
+        # hub's life shares one; a section replaced since (the settings page) builds anew.
+        self._handles: dict[tuple[str, bool | None], tuple[tuple[object, ...], ModelHandle]] = {}
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -95,6 +99,17 @@ class ProviderHub:
 
     def model(self, model_id: str, *, wait_for_limit_reset: bool | None = None) -> ModelHandle:
         """The handle for a model id; child sessions pass wait_for_limit_reset=False."""
+        cfg = self.config
+        sources = (cfg, cfg.agent, cfg.providers, cfg.models)
+        key = (model_id, wait_for_limit_reset)
+        known = self._handles.get(key)
+        if known is not None and all(a is b for a, b in zip(known[0], sources, strict=True)):
+            return known[1]
+        handle = self._build(model_id, wait_for_limit_reset)
+        self._handles[key] = (sources, handle)
+        return handle
+
+    def _build(self, model_id: str, wait_for_limit_reset: bool | None) -> ModelHandle:
         provider = self.provider(model_id, wait_for_limit_reset=wait_for_limit_reset)
         config = self.config.find_model(model_id)
         if isinstance(provider, OfflineProvider) and not config.vision:

@@ -52,9 +52,10 @@ def _link_target(target: str) -> str:
     return target.split("#", 1)[0].split("?", 1)[0]
 
 
-def missing_paths(text: str, cwd: Path) -> list[str]:
-    """The cited paths that are not in the workspace at cwd."""
-    base = os.path.realpath(cwd)
+def missing_paths(text: str, cwd: Path, real_cwd: str | None = None) -> list[str]:
+    """The cited paths that are not in the workspace at cwd (whose real path is real_cwd,
+    when the caller resolved it once for many notes)."""
+    base = real_cwd or os.path.realpath(cwd)
     return [token for token in cited_paths(text) if exists_inside(token, base) is False]
 
 

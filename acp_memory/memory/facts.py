@@ -9,15 +9,18 @@ The lines, as a model reads them (the offline model parses exactly these):
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from acp_memory.memory.cites import missing_paths
 from acp_memory.memory.history.journal import JournalError
-from acp_memory.memory.history.provenance import OLD_DAYS, Provenance, provenance
+from acp_memory.memory.history.provenance import OLD_DAYS, Provenance, provenances
 from acp_memory.memory.index.files import read_note, walk_notes
-from acp_memory.memory.roots import Location
+from acp_memory.memory.roots import CheckedRoots, Location
 from acp_memory.memory.store import MemoryStore, NoteError
 from acp_memory.timestamps import iso, parse_iso, utc_now
 
@@ -56,21 +59,40 @@ def now_of(store: MemoryStore) -> datetime:
 def note_facts(store: MemoryStore, loc: Location, data: bytes, mtime: float) -> NoteFacts:
     """The facts of the note at loc holding data (its file time mtime); cited paths are
     checked against the session's cwd, never outside it, and not at all without one."""
+    return notes_facts(store, [(loc, data, mtime)])[0]
+
+
+def notes_facts(store: MemoryStore,
+                notes: Sequence[tuple[Location, bytes, float]]) -> list[NoteFacts]:
+    """`note_facts` of each (loc, data, mtime), asking the journal once for all."""
     cwd = store.roots.cwd
-    text = data.decode("utf-8", errors="replace")
-    missing = tuple(missing_paths(text, cwd)) if cwd is not None else ()
-    return NoteFacts(provenance(store.journal, loc.root, loc.rel, data, mtime), missing,
-                     now_of(store))
+    real_cwd = os.path.realpath(cwd) if cwd is not None else None
+    now = now_of(store)
+    origins = provenances(store.journal,
+                          [(loc.root, loc.rel, data, mtime) for loc, data, mtime in notes])
+    return [NoteFacts(origin, _missing(data, cwd, real_cwd), now)
+            for (_, data, _), origin in zip(notes, origins, strict=True)]
 
 
-def hit_facts(store: MemoryStore, path: str) -> list[str]:
-    """The fact lines of one search hit (scope:path), read once; none when the note is gone
-    since the search found it."""
-    try:
-        loc, data, mtime = store.read_bytes(path)
-    except NoteError:
-        return []
-    return note_facts(store, loc, data, mtime).lines()
+def _missing(data: bytes, cwd: Path | None, real_cwd: str | None) -> tuple[str, ...]:
+    if cwd is None:
+        return ()
+    return tuple(missing_paths(data.decode("utf-8", errors="replace"), cwd, real_cwd))
+
+
+def hits_facts(store: MemoryStore, paths: Sequence[str]) -> dict[str, list[str]]:
+    """The fact lines of a search's hits (scope:path each), each note read once, each root
+    checked once and the journal asked once for all; none for a note gone since the search
+    found it."""
+    checked: CheckedRoots = {}
+    found: list[tuple[str, tuple[Location, bytes, float]]] = []
+    for path in paths:
+        try:
+            found.append((path, store.read_bytes(path, checked)))
+        except NoteError:
+            continue
+    facts = notes_facts(store, [note for _, note in found])
+    return {path: f.lines() for (path, _), f in zip(found, facts, strict=True)}
 
 
 def read_result(store: MemoryStore, path: str) -> str:

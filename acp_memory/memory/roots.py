@@ -18,6 +18,9 @@ from acp_memory.paths import resolves_inside
 log = logging.getLogger(__name__)
 
 SCOPES = ("global", "project")
+# A scope's root and its real path, checked once for many paths (`Roots.join`).
+CheckedRoots = dict[str, tuple[Path, Path]]
+
 # HTTP, the web page and the inline tool call the project root `workspace`; input takes either.
 SCOPE_ALIASES = {"workspace": "project"}
 NOTE_SUFFIXES = (".md", ".txt")
@@ -183,17 +186,25 @@ class Roots:
             raise MemoryPathError("this session has no project root (no working directory)")
         raise MemoryPathError(f"unknown scope {scope!r}; use global or project")
 
-    def locate(self, text: str) -> Location:
+    def locate(self, text: str, checked: CheckedRoots | None = None) -> Location:
         """Parse and check `scope:rel`; refuses anything that could resolve outside its root."""
         scope, rel = split_scoped(text)
-        return self.join(scope, rel)
+        return self.join(scope, rel, checked)
 
-    def join(self, scope: str, rel: str) -> Location:
-        """Check a relative path under a scope's root (the same rules as locate)."""
-        root = self.root_of(scope)
+    def join(self, scope: str, rel: str, checked: CheckedRoots | None = None) -> Location:
+        """Check a relative path under a scope's root (the same rules as locate). Paths
+        checked together (a search's hits) share `checked`: each root is checked and
+        resolved once for all of them, each path still on its own."""
+        if checked is None or scope not in checked:
+            root = self.root_of(scope)
+            real_root = root.resolve()
+            if checked is not None:
+                checked[scope] = (root, real_root)
+        else:
+            root, real_root = checked[scope]
         parts = check_relative(rel)
         loc = Location(scope, parts, root, root.joinpath(*parts))
-        ensure_inside(loc)
+        ensure_inside(loc, real_root)
         return loc
 
 
@@ -207,9 +218,10 @@ def _warn_once(reason: str) -> None:
         log.warning("%s", reason)
 
 
-def ensure_inside(loc: Location) -> None:
-    """Refuse a location whose real path (after symlinks) is outside its real root."""
-    if not resolves_inside(loc.path, loc.root.resolve()):
+def ensure_inside(loc: Location, real_root: Path | None = None) -> None:
+    """Refuse a location whose real path (after symlinks) is outside its real root (given
+    when known)."""
+    if not resolves_inside(loc.path, real_root or loc.root.resolve()):
         raise MemoryPathError(f"{loc.display} resolves outside the {loc.scope} root (symlink)")
 
 

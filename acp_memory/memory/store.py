@@ -26,7 +26,7 @@ from pathlib import Path
 from acp_memory.atomic import write_atomic
 from acp_memory.config import Config, Paths
 from acp_memory.llm.embeddings import Embeddings, embeddings_for
-from acp_memory.memory.history.journal import Journal, JournalError
+from acp_memory.memory.history.journal import Journal, JournalError, RunCost
 from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.history.states import EMPTY_FOLDER, Captured, capture, remove
 from acp_memory.memory.index.indexes import DEFAULT_MAX_ROOTS, ClosedOnExit, SearchIndexes
@@ -34,6 +34,7 @@ from acp_memory.memory.redact import Redaction, redact
 from acp_memory.memory.roots import (
     NOTE_SUFFIXES,
     SCOPES,
+    CheckedRoots,
     FolderEntry,
     Location,
     MemoryPathError,
@@ -143,10 +144,11 @@ class MemoryStore(ClosedOnExit):
         store._owns_journal = journal is None
         return store
 
-    def close(self) -> None:
-        """Write the read stamps collected, then close the search indexes and the journal this
-        store opened (shared ones belong to their owner)."""
-        self._write_reads()
+    def close(self, run: RunCost | None = None) -> None:
+        """Write the read stamps collected (and the cost of the memory run ending, when
+        given, in the same journal transaction), then close the search indexes and the
+        journal this store opened (shared ones belong to their owner)."""
+        self._write_reads(run)
         if self._owns_indexes:
             self.indexes.close()
         if self._owns_journal and self.journal is not None:
@@ -161,19 +163,20 @@ class MemoryStore(ClosedOnExit):
         if self.journal is not None:
             self._reads[(loc.root, loc.rel)] = iso(self.journal.now())
 
-    def _write_reads(self) -> None:
+    def _write_reads(self, run: RunCost | None) -> None:
         reads, self._reads = self._reads, {}
-        if not reads or self.journal is None:
+        if (not reads and run is None) or self.journal is None:
             return
         stamps = list(reads.items())  # at once: an abandoned read's thread may still add one
         try:
-            self.journal.mark_reads((root, rel, when) for (root, rel), when in stamps)
+            self.journal.mark_reads(((root, rel, when) for (root, rel), when in stamps), run)
         except JournalError as exc:  # a missed stamp only makes `notes stale` stricter
-            log.warning("read stamps not recorded: %s", exc)
+            cost = f" and the cost of {run.task_id}" if run is not None else ""
+            log.warning("read stamps%s not recorded: %s", cost, exc)
 
-    def locate(self, path: str) -> Location:
+    def locate(self, path: str, checked: CheckedRoots | None = None) -> Location:
         try:
-            return self.roots.locate(path)
+            return self.roots.locate(path, checked)
         except MemoryPathError as exc:
             raise NoteError(str(exc)) from None
 
@@ -190,9 +193,11 @@ class MemoryStore(ClosedOnExit):
         loc, data, _ = self.read_bytes(path)
         return loc, data.decode("utf-8", errors="replace")
 
-    def read_bytes(self, path: str) -> tuple[Location, bytes, float]:
-        """A note's bytes as they are on disk, and the modification time of those bytes."""
-        loc = self.note_location(path)
+    def read_bytes(self, path: str,
+                   checked: CheckedRoots | None = None) -> tuple[Location, bytes, float]:
+        """A note's bytes as they are on disk, and the modification time of those bytes
+        (`checked`: as `Roots.join`'s)."""
+        loc = self.note_location(path, checked)
         if loc.path.is_dir():
             raise NoteError(f"{loc.display} is a folder; list it to see its notes")
         try:
@@ -384,9 +389,9 @@ class MemoryStore(ClosedOnExit):
             )
         return data
 
-    def note_location(self, path: str) -> Location:
+    def note_location(self, path: str, checked: CheckedRoots | None = None) -> Location:
         """The checked location of a note path (refused unless it ends in .md or .txt)."""
-        loc = self.locate(path)
+        loc = self.locate(path, checked)
         if not loc.is_note_path:
             raise NoteError(
                 f"{loc.display or path} is not a note path; notes end in .md or .txt "

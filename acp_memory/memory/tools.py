@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from acp_memory.config.models import MemoryConfig
-from acp_memory.memory.facts import hit_facts, read_result
+from acp_memory.memory.facts import hits_facts, read_result
 from acp_memory.memory.review import Proposal, Review, propose_delete, propose_write
 from acp_memory.memory.roots import SCOPE_ALIASES, FolderEntry, MemoryPathError, scope_name
 from acp_memory.memory.search import Hits
@@ -190,7 +190,8 @@ def memory_tools(
         scope = scope_name(_arg(args, "scope", required=False) or "both")
         hits = store.search(query, scope, cfg.max_search_hits)
         where = " and ".join(store.roots.scopes()) if scope == "both" else scope
-        return format_hits(query, hits, where, partial(hit_facts, store))
+        facts = hits_facts(store, [hit.path for hit in hits])
+        return format_hits(query, hits, where, lambda path: facts.get(path, []))
 
     def list_(args: Mapping[str, Any]) -> str:
         path = _arg(args, "path", required=False)

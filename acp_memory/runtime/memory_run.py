@@ -16,6 +16,7 @@ retention belong to the memory service (`memory_service.py`).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -321,5 +322,13 @@ def _report_of(task: Task) -> str:
 
 
 def _append_lines(path: Path, lines: list[str]) -> None:
-    with path.open("a", encoding="utf-8") as f:
-        f.write("".join(f"{line}\n" for line in lines))
+    # One write through a bare descriptor: the text layer's buffer and codec set-up cost
+    # more than these few bytes.
+    data = "".join(f"{line}\n" for line in lines).encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)

@@ -26,7 +26,7 @@ from acp_memory.hooks.events import SessionHooks, Subagent
 from acp_memory.llm.chain import ChainProvider
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.usage import UsageMeter
-from acp_memory.memory.history.journal import Journal, JournalError
+from acp_memory.memory.history.journal import Journal, RunCost
 from acp_memory.memory.history.records import ChangeSource, change_message
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.keeper import IndexKeeper
@@ -42,7 +42,7 @@ from acp_memory.sessions.store import Session
 from acp_memory.tasks.admission import PoolRefused
 from acp_memory.tasks.log import TaskLog
 from acp_memory.tasks.pool import TaskPool
-from acp_memory.tasks.records import TaskCost, TaskRecord
+from acp_memory.tasks.records import TaskCost, TaskRecord, task_names
 from acp_memory.tasks.task import Task, TaskFailed
 from acp_memory.tools.registry import ToolRegistry
 
@@ -222,15 +222,17 @@ class MemoryService:
                     subagent_task_id=record.id,
                     durable=False,  # a record of the run on every turn's path; notes stay synced
                     scrub=redact_json,  # the user's words as a note would keep them
+                    prompt=launch.task,  # titled now: its first message rewrites nothing
                 ))
             except OSError as exc:  # the run fails saying so (its record says why)
                 failed.append(f"cannot create the child session: {os_error_text(exc)}")
 
         def sealed(record: TaskRecord) -> None:
-            # Closing writes the run's read stamps to the journal: in this worker trip, not
-            # on the event loop, where the journal's lock could keep it waiting.
-            store.close()
-            self._journal_cost(self.journal(), record)
+            # Closing writes the run's read stamps and its cost (`notes log --cost`) to the
+            # journal in one unsynced transaction (the cost is in its record, synced by this
+            # seal): in this worker trip, not on the event loop, where the journal's lock
+            # could keep it waiting.
+            store.close(RunCost(record.session_id, record.id, run_cost_of(record).as_json()))
 
         async def body(task: Task) -> str:
             store.source = ChangeSource("memory_run", parent.id, task.id, change_message(text))
@@ -279,15 +281,6 @@ class MemoryService:
     def _ended(self, task: Task) -> None:
         self._running.pop(task, None)
 
-    @staticmethod
-    def _journal_cost(journal: Journal, record: TaskRecord) -> None:
-        """The journal sums the runs' cost per day (`notes log --cost`); blocking, in the trip
-        that writes the run's final record."""
-        try:
-            journal.record_run(record.session_id, record.id, run_cost_of(record).as_json())
-        except JournalError as exc:
-            log.warning("cannot journal the cost of %s: %s", record.id, exc)
-
     async def _run_child(
         self, child: Session, launch: MemoryLaunch, task_log: TaskLog, meter: UsageMeter
     ) -> str:
@@ -324,6 +317,10 @@ class MemoryService:
         if keep <= 0 or pool.closed:
             return
         try:
+            # A finished run has its folder: no more folders than keep_runs, nothing to read.
+            # One small listing, on the event loop: cheaper than a worker-thread trip.
+            if len(task_names(pool.bundle)) <= keep:
+                return
             records = await pool.records(include_system=True)
         except OSError as exc:
             log.warning("cannot list the memory runs of %s: %s", session.id, exc)

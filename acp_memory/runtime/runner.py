@@ -108,6 +108,9 @@ class SessionRunner:
         self.store = SessionStore(paths.sessions_dir)
         self._owner: TaskGroup | None = None
         self._pools: dict[str, TaskPool] = {}
+        # The cwd whose indexes each open session had brought up to date: once per opening,
+        # not per turn (dropped when the session is let go or closed, and at the block's end).
+        self._indexed: dict[str, str] = {}
         self.kill_grace_seconds = KILL_GRACE_SECONDS  # SIGTERM to SIGKILL; tests shorten it
         # The clock the bounds read (run timeouts, the turn's wait, the exit wait): tests
         # replace it, so the memory service reads it through its host at every use.
@@ -172,6 +175,7 @@ class SessionRunner:
             raise
         finally:
             self._owner = None
+            self._indexed.clear()
             self.memory.close()
 
     async def create_session(
@@ -218,8 +222,10 @@ class SessionRunner:
         """A top-level session opened in this process (made, loaded, or first prompted): its
         roots' indexes brought up to date in the background (when its memory option is on),
         its SessionStart hooks run."""
-        if self.memory_enabled(session):
-            self.memory.open_indexes(session.record.cwd)
+        cwd = session.record.cwd
+        if self.memory_enabled(session) and self._indexed.get(session.id) != cwd:
+            self.memory.open_indexes(cwd)
+            self._indexed[session.id] = cwd
         await self.hooks.start(session, source)
 
     def tool_context(
@@ -312,6 +318,7 @@ class SessionRunner:
         if pool is not None:
             pool.close_nowait(reason)
         self.mcp.release(session_id)  # started again by its next turn
+        self._indexed.pop(session_id, None)  # opened again by its next opening
 
     async def close_session(self, session: Session) -> None:
         """Free what `session` holds in this surface once its turn has ended (a client closed
@@ -319,6 +326,7 @@ class SessionRunner:
         then its pool stopped and its tasks ended. What else a session holds while open (its
         MCP servers) is let go here too."""
         await self.memory.drain(session.id)
+        self._indexed.pop(session.id, None)
         pool = self._pools.pop(session.id, None)
         if pool is not None:
             await pool.aclose("stopped: the session was closed")

@@ -63,6 +63,9 @@ class Session:
     # What every file of the bundle goes through before it is written (a memory run's child:
     # the note redaction); the session in memory keeps what it was told.
     scrub: Scrub | None = field(default=None, repr=False)
+    # The prompt a new bundle was made and titled for (a memory run's task): its first user
+    # message, that very prompt, leaves session.json as the bundle's creation just wrote it.
+    made_for: str | None = field(default=None, repr=False)
     transcript: TranscriptFile = field(init=False)
     lock: BundleLock = field(init=False)
     # Told each time a write takes the lock again (the front end's table opens it again).
@@ -83,6 +86,12 @@ class Session:
         session.json is rewritten once per user message (activity time, title), not for every
         assistant or tool message.
         """
+        await self.append_all((message,))
+
+    async def append_all(self, new: Sequence[TranscriptMessage]) -> None:
+        """Add messages in order in one write of the transcript, as `append` does one."""
+        if not new:
+            return
         # Shielded: a message the turn produced is recorded whether or not the turn goes on.
         with anyio.CancelScope(shield=True):
             async with self._writing:
@@ -90,20 +99,26 @@ class Session:
                 # A user message also stamps session.json (activity time, first title), in the
                 # same trip to the worker thread.
                 record = None
-                if message.role == "user":
+                user = next((m for m in new if m.role == "user"), None)
+                if user is not None and not self._made_for(user):
                     record = self.record.model_copy(
                         update={
-                            "title": self.record.title or first_line(message.content),
+                            "title": self.record.title or first_line(user.content),
                             "updated_at": now_iso(),
                         }
                     )
-                messages = (*self.messages, message)
+                messages = (*self.messages, *new)
                 await self._io(partial(self._write_message, messages, record))
                 # Joined only once written: a message that cannot be stored must not stay in
                 # memory, where every later write would trip over it again.
-                self.messages.append(message)
+                self.messages.extend(new)
                 if record is not None:  # only these two fields: others may have changed since
                     self.record.title, self.record.updated_at = record.title, record.updated_at
+
+    def _made_for(self, message: TranscriptMessage) -> bool:
+        # Asked once: only the bundle's first message can be the prompt it was made for.
+        made_for, self.made_for = self.made_for, None
+        return made_for is not None and not self.messages and message.content == made_for
 
     async def save_record(self) -> None:
         """Write session.json, stamping updatedAt."""
@@ -200,12 +215,15 @@ class SessionStore:
         session_id: str | None = None,
         scrub: Scrub | None = None,
         messages: Sequence[TranscriptMessage] = (),
+        prompt: str | None = None,
         **child: Any,
     ) -> Session:
         """A new bundle, top-level or (with parent) under the parent's subagents/ folder;
         session_id is one from new_session_id() when the caller needs it in advance, and
         messages an earlier conversation it starts from (titled by its first user message);
-        scrub rewrites what its files hold (see Session.scrub)."""
+        scrub rewrites what its files hold (see Session.scrub); prompt is the first prompt
+        of a new bundle made for it (a memory run's task), which titles it at once, so that
+        session.json is written once."""
         session_id = session_id or new_session_id()
         if not is_session_id(session_id):  # a folder name: it must never leave the root
             raise ValueError(f"not a session id: {session_id!r}")
@@ -222,11 +240,10 @@ class SessionStore:
         if parent is not None:
             record.subagent_run = True
             record.parent_session_id = parent.id
-        if first := next((m.content for m in messages if m.role == "user"), ""):
+        if first := next((m.content for m in messages if m.role == "user"), prompt or ""):
             record.title = record.title or first_line(first)
-        session = Session(
-            record=record, dir=folder, durable=durable, messages=list(messages), scrub=scrub
-        )
+        session = Session(record=record, dir=folder, durable=durable, messages=list(messages),
+                          scrub=scrub, made_for=None if messages else prompt)
         session.create_files()
         return session
 

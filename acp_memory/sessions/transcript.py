@@ -176,11 +176,9 @@ class TranscriptFile:
 
     def _swap(self) -> bool:
         """Put the spare under the readers' name; True when the old file became the spare."""
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._swap_path)
         try:
             # The old file stays linked under the swap name, then becomes the next spare.
-            os.link(self.path, self._swap_path)
+            self._link_swap()
         except OSError:
             # No old file, or a file system without hard links: the next append writes whole.
             os.replace(self._spare_path, self.path)
@@ -188,3 +186,12 @@ class TranscriptFile:
         os.replace(self._spare_path, self.path)
         os.replace(self._swap_path, self._spare_path)
         return True
+
+    def _link_swap(self) -> None:
+        try:
+            os.link(self.path, self._swap_path)
+        except FileExistsError:
+            # Only a swap cut short (the process killed between the link and the renames)
+            # leaves the name behind: a clean swap renames it away, so no unlink up front.
+            os.unlink(self._swap_path)
+            os.link(self.path, self._swap_path)

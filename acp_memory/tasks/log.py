@@ -26,7 +26,8 @@ class TextFilter(Protocol):
     """Rewrites a log's text before it is kept (a memory run's secret redaction)."""
 
     def feed(self, text: str) -> str:
-        """Text as it streams in; returns what may be written now."""
+        """Text as it streams in; returns what may be written now, which ends at a line's end
+        (the log hands it a line's pieces together, the same text)."""
         ...
 
     def flush(self) -> str:
@@ -68,6 +69,9 @@ class TaskLog:
         self._path: Path | None = None
         self._lock = anyio.Lock()
         self._sealed = False  # the marker and tail are in the file: it is complete
+        # A filtered log's text since its last line end: its filter would hold it anyway, so
+        # a model's chunks are fed a line at a time rather than one by one.
+        self._unfed: list[str] = []
 
     @property
     def path(self) -> Path | None:
@@ -91,8 +95,15 @@ class TaskLog:
         """Append output. Bytes past the limit keep only the log's tail."""
         if self.filter is not None and not self._sealed:
             text = data if isinstance(data, str) else data.decode("utf-8", errors="replace")
-            data = self.filter.feed(text)
+            if "\n" not in text:
+                self._unfed.append(text)
+                return
+            data = self.filter.feed(self._take_unfed() + text)
         await self._store(data)
+
+    def _take_unfed(self) -> str:
+        text, self._unfed = "".join(self._unfed), []
+        return text
 
     async def _store(self, data: bytes | str) -> None:
         if isinstance(data, str):
@@ -146,7 +157,7 @@ class TaskLog:
             return
         try:
             if self.filter is not None:
-                await self._store(self.filter.flush())
+                await self._store(self.filter.feed(self._take_unfed()) + self.filter.flush())
             await self._flush()
             ending = self._ending()
             async with self._lock:

@@ -26,7 +26,15 @@ from turnkit import (
     wire_messages,
 )
 
-from acp_memory.engine.prompt import Templates
+from acp_memory.config.models import OFFLINE_MODEL_ID, Config
+from acp_memory.engine import turn
+from acp_memory.engine.prompt import Templates, TurnContext
+from acp_memory.engine.turn import TurnEngine
+from acp_memory.llm.registry import ProviderHub
+from acp_memory.llm.types import Message
+from acp_memory.sessions.model import TranscriptMessage
+from acp_memory.sessions.store import SessionStore
+from acp_memory.tools.registry import ToolRegistry
 
 pytestmark = pytest.mark.anyio
 
@@ -223,3 +231,39 @@ async def test_the_system_message_names_the_sessions_additional_directories(path
             assert await prompt(ed, sid, "Where may you write?") == "end_turn"
         system = server.requests[0].messages[0]
     assert f"Working directory: {paths.cwd}\nAlso in the workspace: {extra}" in system["content"]
+
+
+async def test_a_step_converts_only_the_history_it_has_not_met_and_a_reloaded_one_anew(
+    paths, monkeypatch
+):
+    session = SessionStore(paths.sessions_dir).create(
+        cwd=str(paths.cwd), model_id=OFFLINE_MODEL_ID
+    )
+    engine = TurnEngine(Templates(), ToolRegistry(), 4)
+    model = ProviderHub(Config()).model(OFFLINE_MODEL_ID)
+    converted: list[str] = []
+    real = turn.to_llm_message
+
+    def counting(m: TranscriptMessage, images: bool = True) -> Message:
+        converted.append(m.content)
+        return real(m, images)
+
+    monkeypatch.setattr(turn, "to_llm_message", counting)
+
+    async def history() -> list[tuple[str, str]]:
+        request = await engine.build_request(session, model, TurnContext())
+        return [(m.role, m.content) for m in request.messages[1 : request.cache_prefix_len]]
+
+    try:
+        await session.append(TranscriptMessage(role="user", content="one"))
+        assert await history() == [("user", "one")]
+        await session.append(TranscriptMessage(role="assistant", content="two"))
+        assert await history() == [("user", "one"), ("assistant", "two")]
+        assert converted == ["one", "two"]
+        # Read again from disk (another process wrote): new objects, converted again.
+        session.messages = [m.model_copy(update={"content": m.content + "!"})
+                            for m in session.messages]
+        assert await history() == [("user", "one!"), ("assistant", "two!")]
+        assert converted == ["one", "two", "one!", "two!"]
+    finally:
+        session.close()

@@ -35,6 +35,7 @@ CFG = Config()
 class Run:
     report: str
     messages: list[TranscriptMessage]
+    chunks: list[AgentText]  # every text chunk the run streamed
 
     def calls(self) -> list[str]:
         return [c.name for m in self.messages for c in m.tool_calls or ()]
@@ -60,9 +61,11 @@ def child(paths: Paths, store: MemoryStore):  # type: ignore[no-untyped-def]
         )
         engine = TurnEngine(launch.templates, ToolRegistry(), launch.max_turns)
         setup = TurnSetup(tools=launch.tools, template=launch.template, max_turns=launch.max_turns)
+        chunks: list[AgentText] = []
 
         async def emit(event: object) -> None:
-            return None
+            if isinstance(event, AgentText):
+                chunks.append(event)
 
         try:
             with anyio.fail_after(RUN_BOUND_S):
@@ -74,7 +77,7 @@ def child(paths: Paths, store: MemoryStore):  # type: ignore[no-untyped-def]
         assert stop == "end_turn"
         last = session.messages[-1]
         assert last.role == "assistant" and not last.tool_calls
-        return Run(last.content, session.messages)
+        return Run(last.content, session.messages, chunks)
 
     return run
 
@@ -92,6 +95,16 @@ async def test_a_seeded_fact_is_recalled_as_a_plain_fact_without_paths(child, st
     assert run.calls() == ["memory_search", "memory_read"]
     for leak in ("global", "prefs", "editor", ".md"):
         assert leak not in run.report
+
+
+async def test_the_memory_child_streams_its_report_a_whole_line_at_a_time(child, store) -> None:
+    store.write("global:prefs/editor.md", "# Editor\n\n- I prefer tabs over spaces.\n")
+    run = await child("Do I prefer tabs or spaces?")
+    last_id = run.chunks[-1].message_id
+    assert [c.text for c in run.chunks if c.message_id == last_id] == [
+        "Already on disk:\n",
+        "- I prefer tabs over spaces.",
+    ]
 
 
 async def test_nothing_on_disk_is_exactly_no_memory_hits_after_a_listing(child) -> None:

@@ -131,3 +131,19 @@ def test_a_hub_without_a_client_says_so_for_a_network_model():
 
 def test_the_offline_model_needs_no_http_client():
     assert ProviderHub(Config()).provider("offline/default").name == "offline"
+
+
+async def test_every_call_for_a_model_shares_one_provider_until_the_config_changes(client):
+    cfg = config(ProviderConfig(name="local", type="openai", api_key="k"), llm_retry_max=5)
+    async with ProviderHub(cfg, client) as hub:
+        first = hub.model("local/m")
+        assert hub.model("local/m").provider is first.provider  # the next turn's
+        child = hub.model("local/m", wait_for_limit_reset=False)
+        assert child.provider is not first.provider
+        assert hub.model("local/m", wait_for_limit_reset=False).provider is child.provider
+        cfg.agent = cfg.agent.model_copy(update={"llm_retry_max": 1})  # a config applied
+        changed = hub.model("local/m").provider
+        assert changed is not first.provider
+        assert isinstance(changed, ResilientProvider) and changed.policy.max_retries == 1
+        cfg.models = [ModelConfig(model="local/m", max_tokens=7)]
+        assert hub.model("local/m").config.max_tokens == 7

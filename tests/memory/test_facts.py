@@ -18,6 +18,7 @@ import pytest
 from acp_memory.cli import main
 from acp_memory.config.models import MemoryConfig
 from acp_memory.memory import cites
+from acp_memory.memory.facts import hits_facts
 from acp_memory.memory.history.journal import Journal
 from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.roots import Roots
@@ -211,6 +212,68 @@ async def test_an_empty_note_still_gets_its_facts(store) -> None:
     assert read.text == (
         "changed 2026-12-02, today, by hand edit\n\nglobal:blank.md is an empty note."
     )
+
+
+@pytest.mark.anyio
+async def test_a_searchs_hits_get_the_facts_each_alone_gets_from_one_journal_query(
+    store, tmp_path, cwd, journal
+) -> None:
+    from acp_memory.memory.history.undo import undo
+
+    # The notes of the tests above: a gone citation, a memory run's note, a hand edit over
+    # a journaled note, an old hand-written one, a note a folder undo brought back.
+    store.write("project:deploy.md", "Deploy notes: `src/api/server.py`, [old](src/old.py).\n")
+    with store_for(tmp_path, cwd, journal, RUN) as run:
+        run.write("global:make.md", "Deploy notes: we deploy with make.\n")
+        run.write("global:infra/db.md", "Deploy notes: postgres.\n")
+    store.write("global:just.md", "Deploy notes: make.\n")
+    hand_written(store.roots.global_root / "just.md", "Deploy notes: just.\n",
+                 NOW - timedelta(days=40))
+    hand_written(store.roots.global_root / "tea.md", "Deploy notes: green tea.\n",
+                 NOW - timedelta(days=275))
+    store.delete("global:infra")
+    undo(store, journal.changes([store.roots.global_root], limit=1)[0].id)
+    facts = {
+        "project:deploy.md": ["changed 2026-12-02, today, by cli",
+                              "cites src/old.py: not in the workspace"],
+        "global:make.md": ["changed 2026-12-02, today, by memory_run"],
+        "global:just.md": ["changed 2026-10-23, 40 days ago, by hand edit"],
+        "global:tea.md": ["changed 2026-03-02, 9 months ago, by hand edit (old)"],
+        "global:infra/db.md": ["changed 2026-12-02, today, by cli"],
+    }
+    for path, lines in facts.items():  # each alone, as memory_read gives them
+        read = await call(store, "memory_read", path=path)
+        assert read.text.split("\n\n", 1)[0].splitlines() == lines
+    statements: list[str] = []
+    with journal.use() as db:
+        db.set_trace_callback(statements.append)
+    found = await call(store, "memory_search", query="deploy notes", scope="both")
+    with journal.use() as db:
+        db.set_trace_callback(None)
+    assert len(statements) == 1, statements
+    for path, lines in facts.items():
+        hit = found.text.split(f"] {path} (score ", 1)[1].split("\n")
+        assert hit[1:1 + len(lines)] == lines, (path, hit)
+        assert hit[1 + len(lines)].startswith("Deploy notes:")
+
+
+def test_a_searchs_hits_resolve_each_root_once(store, monkeypatch) -> None:
+    paths = [f"{scope}:n{i}.md" for scope in ("global", "project") for i in range(4)]
+    for path in paths:
+        store.write(path, "A note.\n")
+    roots = {store.roots.global_root, store.roots.project_root}
+    resolved: list[Path] = []
+    real_resolve = Path.resolve
+
+    def recording_resolve(self: Path, strict: bool = False) -> Path:
+        if self in roots:
+            resolved.append(self)
+        return real_resolve(self, strict)
+
+    monkeypatch.setattr(Path, "resolve", recording_resolve)
+    facts = hits_facts(store, paths)
+    assert facts == {path: ["changed 2026-12-02, today, by cli"] for path in paths}
+    assert sorted(resolved) == sorted(roots)  # each once, however many hits it has
 
 
 # -- read stamps ---------------------------------------------------------------------------

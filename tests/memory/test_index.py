@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sqlite3
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
 from acp_memory.config import Config, Paths
-from acp_memory.memory.index import schema, terms
+from acp_memory.memory.index import schema
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.root import RootIndex
 from acp_memory.memory.index.schema import db_path_for
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore
 from acp_memory.text.analyze import parse_query
-from tests.tasks.procs import alive
 
 
 def open_fds() -> int:
@@ -233,27 +230,6 @@ def test_an_index_of_an_older_schema_is_rebuilt_from_the_files(tmp_path: Path) -
         rebuilt.close()
 
 
-class RecordedPool(ProcessPoolExecutor):
-    """A worker pool that notes its processes' ids."""
-
-    pids: ClassVar[set[int]] = set()
-
-    def submit(self, *args: Any, **kwargs: Any) -> Any:
-        done = super().submit(*args, **kwargs)
-        RecordedPool.pids.update(self._processes or {})
-        return done
-
-
-def use_workers(monkeypatch: pytest.MonkeyPatch) -> set[int]:
-    """Every build from now on analyses its notes in two worker processes; their ids, as
-    they start."""
-    RecordedPool.pids = set()
-    monkeypatch.setattr(terms, "PARALLEL_FROM_BYTES", 0)
-    monkeypatch.setattr(terms, "cores", lambda: 2)
-    monkeypatch.setattr(terms, "ProcessPoolExecutor", RecordedPool)
-    return RecordedPool.pids
-
-
 def varied_notes(root: Path, count: int) -> None:
     root.mkdir(parents=True)
     for i in range(count):
@@ -273,29 +249,7 @@ def stored(db_path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
         db.close()
 
 
-def test_a_build_in_worker_processes_stores_what_an_inline_build_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    root = tmp_path / "memory"
-    varied_notes(root, 300)
-    with SearchIndexes(tmp_path / "inline") as indexes:
-        assert indexes.build(root)
-    pids = use_workers(monkeypatch)
-    with SearchIndexes(tmp_path / "workers") as indexes:
-        assert indexes.build(root)
-    assert len(pids) == 2
-    inline = db_path_for(root, tmp_path / "inline")
-    parallel = db_path_for(root, tmp_path / "workers")
-    rows, meta = stored(parallel)
-    assert len(rows) == 300 and meta  # every note, packed with the index's dictionary
-    assert (rows, meta) == stored(inline)
-    assert vocabulary(parallel) == vocabulary(inline)
-
-
-def test_a_build_stopped_midway_ends_its_worker_processes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    workers = use_workers(monkeypatch)
+def test_a_build_stopped_midway_keeps_the_batches_it_wrote(tmp_path: Path) -> None:
     root = tmp_path / "memory"
     varied_notes(root, 600)
     looks = 0
@@ -307,37 +261,6 @@ def test_a_build_stopped_midway_ends_its_worker_processes(
 
     with SearchIndexes(tmp_path / "cache") as indexes:
         assert not indexes.build(root, None, stop_after_a_batch)
-        assert workers and not any(alive(pid) for pid in workers)
     rows, _ = stored(db_path_for(root, tmp_path / "cache"))
     assert len(rows) == 256  # the batch written before the stop is kept
 
-
-class KilledPool(RecordedPool):
-    """A worker pool one of whose workers is killed once both have started (Python 3.11's
-    pool can break itself if one dies while it is still starting the others)."""
-
-    killed = False
-
-    def submit(self, *args: Any, **kwargs: Any) -> Any:
-        done = super().submit(*args, **kwargs)
-        if len(RecordedPool.pids) == 2 and not KilledPool.killed:
-            KilledPool.killed = True
-            os.kill(min(RecordedPool.pids), signal.SIGKILL)
-        return done
-
-
-def test_a_build_whose_worker_process_dies_finishes_analysing_inline(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    root = tmp_path / "memory"
-    varied_notes(root, 600)
-    with SearchIndexes(tmp_path / "inline") as indexes:
-        assert indexes.build(root)
-    use_workers(monkeypatch)
-    KilledPool.killed = False
-    monkeypatch.setattr(terms, "ProcessPoolExecutor", KilledPool)
-    with caplog.at_level(logging.WARNING), SearchIndexes(tmp_path / "cache") as indexes:
-        assert indexes.build(root)
-    assert "a worker process failed" in caplog.text
-    assert stored(db_path_for(root, tmp_path / "cache")) == stored(
-        db_path_for(root, tmp_path / "inline"))

@@ -4,49 +4,59 @@ from __future__ import annotations
 
 import random
 import re
+import re._parser as sre_parse
 import signal
 import sys
 import time
 from array import array
+from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from acp_memory.memory.redact import redact
+from acp_memory.memory.redact import PASSES, SHORTEST_CHANGED, redact, redact_text
+from acp_memory.memory.secrets import names, shapes
 from acp_memory.memory.secrets.names import (
+    _CASE_FIXES,
     _FOR_WORDS,
     _NAME_TAILS,
     _PASSWORD_NAMES,
     _SECRETISH_NAMES,
     _TOKEN_NAMES,
+    NAME_PASSES,
     _folded,
+    _Rule,
 )
+from acp_memory.memory.secrets.shapes import SHAPE_PASSES, _Shape
+from acp_memory.memory.secrets.values import looks_random, plausible_password, plausible_token
 from acp_memory.memory.store import MemoryStore
 
 GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
 
-@pytest.mark.parametrize(
-    ("text", "kind"),
-    [
-        ("key sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1w", "openai_key"),
-        ("ANTHROPIC_API_KEY=sk-ant-api03-" + "x1Y2z3W4v5U6t7S8r9Q0p1O2n3", "anthropic_key"),
-        ("AWS key AKIAIOSFODNN7EXAMPLE here", "aws_access_key"),
-        ("google AIzaSyA-1234567890abcdefghijklmnopqrstu", "google_api_key"),
-        ("DefaultEndpointsProtocol=https;AccountName=x;AccountKey="
-         + "a" * 20 + "B1" * 20 + "==", "azure_key"),
-        (f"token {GH}", "github_token"),
-        ("glpat-" + "AbCdEf1234567890XyZw", "gitlab_token"),
-        ("slack xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp", "slack_token"),
-        ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "jwt"),
-        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "private_key"),
-        ("db postgres://admin:S3cretPass@db.local:5432/app", "url_password"),
-        ("password: hunter22", "password"),
-        ("DB_PASSWORD=correct-horse", "password"),
-        ("пароль: qwerty123", "password"),
-        ("auth_token = 'abc123def456ghi'", "token"),
-        ("client_secret: 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "secret"),
-    ],
-)
+ONE_OF_EACH_KIND = [
+    ("key sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1w", "openai_key"),
+    ("ANTHROPIC_API_KEY=sk-ant-api03-" + "x1Y2z3W4v5U6t7S8r9Q0p1O2n3", "anthropic_key"),
+    ("AWS key AKIAIOSFODNN7EXAMPLE here", "aws_access_key"),
+    ("google AIzaSyA-1234567890abcdefghijklmnopqrstu", "google_api_key"),
+    ("DefaultEndpointsProtocol=https;AccountName=x;AccountKey="
+     + "a" * 20 + "B1" * 20 + "==", "azure_key"),
+    (f"token {GH}", "github_token"),
+    ("glpat-" + "AbCdEf1234567890XyZw", "gitlab_token"),
+    ("slack xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp", "slack_token"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "jwt"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "private_key"),
+    ("db postgres://admin:S3cretPass@db.local:5432/app", "url_password"),
+    ("password: hunter22", "password"),
+    ("DB_PASSWORD=correct-horse", "password"),
+    ("пароль: qwerty123", "password"),
+    ("auth_token = 'abc123def456ghi'", "token"),
+    ("client_secret: 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "secret"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind"), ONE_OF_EACH_KIND)
 def test_each_kind_of_secret_is_redacted(text: str, kind: str) -> None:
     result = redact(text)
     assert f"[REDACTED:{kind}]" in result.text
@@ -200,7 +210,9 @@ def test_redaction_stays_linear_on_adversarial_shapes() -> None:
     # CPU time of this process, not the wall clock: other work on the machine does not count.
     clock = time.process_time
     start = clock()
-    redact(_prose(size))
+    # Every pass, as redact runs them on a text that holds something to redact: redact itself
+    # returns prose at once.
+    _every_pass(_prose(size))
     budget = 10 * (clock() - start)
 
     def too_slow(signum: int, frame: object) -> None:
@@ -229,3 +241,96 @@ def test_redaction_stays_linear_on_adversarial_shapes() -> None:
     finally:
         signal.signal(signal.SIGPROF, previous)
     assert not slow, f"1 MB of these took over 10x the time of 1 MB of prose: {slow}"
+
+
+def _every_pass(text: str) -> tuple[str, Counter[str]]:
+    """What redact did before it skipped anything: every pass, in turn (the reference)."""
+    removed: Counter[str] = Counter()
+    for step in PASSES:
+        text = step.apply(text, removed)
+    return text, removed
+
+
+def test_redact_runs_the_shapes_then_the_names() -> None:
+    # redact checks each group at once and skips it whole: every pass must be in one.
+    assert PASSES == [*SHAPE_PASSES, *NAME_PASSES]
+
+
+def _mixed_case(word: str) -> st.SearchStrategy[str]:
+    return st.lists(st.booleans(), min_size=len(word), max_size=len(word)).map(
+        lambda upper: "".join(c.upper() if u else c for c, u in zip(word, upper, strict=True)))
+
+
+_EVERY_NAME = sorted({name for rule in NAME_PASSES for name in rule.names})
+_EVERY_MARKER = sorted({marker for shape in SHAPE_PASSES for marker in shape.markers})
+_PIECES = st.one_of(
+    st.sampled_from([text for text, _kind in ONE_OF_EACH_KIND]),
+    st.sampled_from(_EVERY_MARKER),
+    st.sampled_from(_EVERY_NAME).flatmap(_mixed_case),
+    st.sampled_from(sorted(_CASE_FIXES)),
+    st.sampled_from(["=", ":", ": ", " = ", "=>", ":=", "'", '"', "\n", " ", "_", " for the db: ",
+                     "hunter22", "9f8e7d6c5b4a39281706f5e4d3c2b1a0", "abc123def456ghi",
+                     "[REDACTED:secret]", "IOSFODNN7EXAMPLE", "-" * 5, "://a:b@"]),
+    st.text(max_size=6),
+)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(pieces=st.lists(_PIECES, max_size=10))
+def test_redact_gives_what_every_pass_in_turn_gives(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    result = redact(text)
+    assert (result.text, result.removed) == _every_pass(text)
+    assert redact_text(text) == result.text
+
+
+@pytest.mark.parametrize("marker", _EVERY_MARKER)
+def test_the_check_for_shapes_sees_every_marker(marker: str) -> None:
+    assert shapes.could_change(f"see {marker} here")
+
+
+@pytest.mark.parametrize("name", _EVERY_NAME)
+def test_the_check_for_names_sees_every_name_in_any_case(name: str) -> None:
+    for spelled in (name, name.upper(), name.title()):
+        assert names.could_change(f"my {spelled}=")
+        assert names.could_change(f"{spelled} for it: x")
+    # Folded as the rules fold it: a long s is an s, a dotless i an i.
+    odd = name.replace("s", "\u017f").replace("i", "\u0131")
+    assert names.could_change(f"{odd}: x")
+    assert not names.could_change(f"{name} and nothing assigned")
+
+
+# The shortest value each rule's check accepts: shorter ones are never redacted.
+_SHORTEST_VALUE = {plausible_password: 3, plausible_token: 8, looks_random: 16}
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(value=st.text(st.characters(codec="utf-8"), max_size=15))
+def test_no_rule_accepts_a_value_shorter_than_its_bound(value: str) -> None:
+    for plausible, shortest in _SHORTEST_VALUE.items():
+        if len(value) < shortest:
+            assert not plausible(value), (plausible.__name__, value)
+    for strong in ("Xy7#kP2$qR9!mZ4&", "aB3dE6gH9jK2mN5p"):
+        for plausible, shortest in _SHORTEST_VALUE.items():
+            assert not plausible(strong[: shortest - 1])
+
+
+def _shortest_match(pattern: re.Pattern[str]) -> int:
+    return int(sre_parse.parse(pattern.pattern, pattern.flags).getwidth()[0])
+
+
+def test_no_pass_changes_a_text_shorter_than_the_bound() -> None:
+    # What each pass can change at the least, from its own patterns: a shape changes only what
+    # its pattern matches; a rule needs its name and separator (`before`) and then a value its
+    # check accepts. A pass added with a shorter reach lowers the bound, and this test fails.
+    reach = {}
+    for step in PASSES:
+        if isinstance(step, _Shape):
+            reach[step] = _shortest_match(step.pattern)
+        else:
+            assert isinstance(step, _Rule), f"teach this test the reach of {step!r}"
+            reach[step] = _shortest_match(step.before) + _SHORTEST_VALUE[step.plausible]
+    assert SHORTEST_CHANGED <= min(reach.values())
+    assert redact("://a:b@").text == "://a:[REDACTED:url_password]@"
+    assert redact("pwd=abc").text == "pwd=[REDACTED:password]"
+

@@ -55,3 +55,35 @@ async def test_the_offline_child_reports_flagged_and_old_facts_as_possibly_stale
         journal.close()
     assert (project / "deploy.md").read_text() == "We deploy with `scripts/release.sh`.\n"
     assert old.stat().st_mtime == when
+
+
+async def test_a_runs_cost_and_read_stamps_are_journaled_in_one_unsynced_transaction(
+    paths: Paths,
+):
+    """At the run's seal: its cost is in its record (synced), so the journal's copy rides
+    the read stamps' transaction, one lock and one commit, without a sync of its own."""
+    project = paths.cwd / "memory"
+    project.mkdir()
+    (project / "deploy.md").write_text("We deploy with `scripts/release.sh`.\n")
+    cfg = Config()
+    cfg.memory = MemoryConfig(enable=True, wait_seconds=30)
+    statements: list[str] = []
+    async with turn_agent(cfg, paths) as (ed, agent):
+        with agent.runner.memory.journal().use() as db:
+            db.set_trace_callback(statements.append)
+        sid = await ed.start_session(paths.cwd)
+        assert await prompt(ed, sid, "How do we deploy?") == "end_turn"
+        assert memory_updates(ed)[-1]["status"] == "finished"
+    writes = [s for s in statements if not s.startswith("SELECT")]
+    assert writes.count("COMMIT") == 1, writes
+    begin, commit = writes.index("BEGIN IMMEDIATE"), writes.index("COMMIT")
+    assert writes[begin - 1] == "PRAGMA synchronous=NORMAL", writes
+    done = writes[begin + 1:commit]
+    assert [s.split(" VALUES")[0] for s in done] == [
+        "INSERT INTO reads(root, path, time)", "INSERT OR REPLACE INTO runs"], writes
+    journal = Journal(paths.history_dir / "journal.sqlite3")
+    try:
+        assert set(journal.reads(project.absolute())) == {"deploy.md"}
+        assert [day["runs"] for day in journal.costs_per_day()] == [1]
+    finally:
+        journal.close()

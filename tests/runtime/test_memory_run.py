@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,6 +19,10 @@ from harness import Editor
 from acp_memory.config import Config, Paths
 from acp_memory.config.models import AcpConfig, MemoryConfig, ModelConfig
 from acp_memory.runtime.subagents import REPORT_HEADER
+from acp_memory.sessions import store as store_module
+from acp_memory.sessions.transcript import TranscriptFile
+from acp_memory.tasks.pool import TaskPool
+from acp_memory.tasks.records import TaskRecord
 from acp_memory.tools.base import ToolContext, ToolKind, ToolResult
 
 pytestmark = pytest.mark.anyio
@@ -151,6 +156,33 @@ async def test_a_turn_runs_the_memory_child_and_its_report_rides_the_first_reque
     bundle = paths.sessions_dir / sid
     assert "mango." not in (bundle / "messages.json").read_text()
     assert "mango." not in (bundle / "session.json").read_text()
+
+
+async def test_a_runs_child_bundle_is_made_titled_and_its_session_json_written_once(
+    paths, monkeypatch
+):
+    written: list[str] = []
+    real = store_module.write_json_atomic
+
+    def recording(path: Path, data: Any, **kw: Any) -> None:
+        written.append(f"{path.parent.parent.name}/{path.name}")
+        real(path, data, **kw)
+
+    monkeypatch.setattr(store_module, "write_json_atomic", recording)
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text(REPORT)]
+        server.script(text("ok"))
+        async with turn_agent(memory_config(server), paths) as (ed, _):
+            sid = await ed.start_session(paths.cwd)
+            assert await prompt(ed, sid, "What is my favourite fruit?") == "end_turn"
+    child_id = meta(paths, sid, "bg_1")["agent"]["session_id"]
+    child = json.loads((paths.sessions_dir / sid / "subagents" / child_id / "session.json")
+                       .read_text())
+    task = json.loads((paths.sessions_dir / sid / "subagents" / child_id / "messages.json")
+                      .read_text())["messages"][0]["content"]
+    assert child["title"] == task.splitlines()[0]
+    # Once, as the run claimed its task: the task, its first message, rewrites nothing.
+    assert written.count("subagents/session.json") == 1
 
 
 async def test_ask_mode_gives_the_child_search_list_and_read_only(paths):
@@ -474,3 +506,93 @@ async def test_the_offline_model_recalls_a_seeded_note_end_to_end(paths):
     assert task_log(paths, sid, "bg_1").splitlines()[-1] == (
         "report delivered to the turn (first request)"
     )
+
+
+async def test_a_sessions_indexes_are_opened_once_per_opening_not_per_turn(paths, monkeypatch):
+    cfg = Config()  # the offline model
+    cfg.memory = MemoryConfig(enable=True, wait_seconds=30)
+    cfg.sessions.max_open = 1  # a second session lets the first, idle, go
+    async with turn_agent(cfg, paths) as (ed, agent):
+        runner = agent.runner
+        opened: list[str] = []
+        real = runner.memory.open_indexes
+
+        def spy(cwd: str) -> None:
+            opened.append(cwd)
+            real(cwd)
+
+        monkeypatch.setattr(runner.memory, "open_indexes", spy)
+        sid = await ed.start_session(paths.cwd)
+        for text_ in ("one", "two", "three"):
+            assert await prompt(ed, sid, text_) == "end_turn"
+        assert opened == [str(paths.cwd)]
+        with anyio.fail_after(30):  # its runs ended: an idle session, free to go
+            await runner.memory.drain(sid)
+            await runner.memory.settled()
+        other = await ed.start_session(paths.cwd)
+        assert sid not in agent.table.sessions and other in agent.table.sessions
+        assert await prompt(ed, sid, "four") == "end_turn"  # opened again
+        assert await prompt(ed, sid, "five") == "end_turn"
+    assert opened == [str(paths.cwd)] * 3
+
+
+async def test_a_run_under_keep_runs_reads_no_task_record(paths, monkeypatch):
+    cfg = Config()  # the offline model
+    cfg.memory = MemoryConfig(enable=True, wait_seconds=30, keep_runs=3)
+    listed: list[str] = []
+    real = TaskPool.records
+
+    async def spy(pool: TaskPool, include_system: bool = False) -> list[TaskRecord]:
+        listed.append(pool.session_id)
+        return await real(pool, include_system)
+
+    monkeypatch.setattr(TaskPool, "records", spy)
+    async with turn_agent(cfg, paths) as (ed, agent):
+        sid = await ed.start_session(paths.cwd)
+        for text_ in ("one", "two", "three"):
+            assert await prompt(ed, sid, text_) == "end_turn"
+            with anyio.fail_after(30):  # its retention ran
+                await agent.runner.memory.drain(sid)
+                await agent.runner.memory.settled()
+        assert listed == []
+        assert await prompt(ed, sid, "four") == "end_turn"  # one past the bound
+        with anyio.fail_after(30):
+            await agent.runner.memory.drain(sid)
+            await agent.runner.memory.settled()
+    assert listed == [sid]
+    assert task_dirs(paths, sid) == ["bg_2", "bg_3", "bg_4"]
+
+
+async def test_a_runs_child_writes_the_results_of_one_step_in_one_append(paths, monkeypatch):
+    notes = paths.home / "memory"
+    notes.mkdir(parents=True)
+    for i in range(6):  # several hits: the child reads a few of them in one step
+        (notes / f"note-{i}.md").write_text(f"# Note {i}\n\nDeploys happen on day {i}.\n")
+    cfg = Config()  # the offline model
+    cfg.memory = MemoryConfig(enable=True, wait_seconds=30)
+    appends: dict[Path, list[int]] = {}
+    real = TranscriptFile.append
+
+    def spy(transcript: TranscriptFile, messages: Any) -> None:
+        appends.setdefault(transcript.path.parent, []).append(len(messages))
+        real(transcript, messages)
+
+    monkeypatch.setattr(TranscriptFile, "append", spy)
+    async with turn_agent(cfg, paths) as (ed, agent):
+        sid = await ed.start_session(paths.cwd)
+        assert await prompt(ed, sid, "What do you know about the deploys?") == "end_turn"
+        with anyio.fail_after(30):
+            await agent.runner.memory.drain(sid)
+    (child,) = (paths.sessions_dir / sid / "subagents").iterdir()
+    stored = json.loads((child / "messages.json").read_text())["messages"]
+    at = next(i for i, m in enumerate(stored) if len(m.get("toolCalls") or []) > 1)
+    reads = stored[at]["toolCalls"]  # the step's calls, then their results in order
+    assert [m["toolCallId"] for m in stored[at + 1 : at + 1 + len(reads)]] == [
+        c["id"] for c in reads
+    ]
+    # One append per message but the step's results, which come together.
+    assert len(appends[child]) == len(stored) - (len(reads) - 1)
+    assert appends[child][-1] == len(stored)
+    parent = paths.sessions_dir / sid  # synced: each message is written as it comes
+    assert len(appends[parent]) == len(json.loads((parent / "messages.json").read_text())[
+        "messages"])

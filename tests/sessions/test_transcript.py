@@ -216,3 +216,50 @@ async def test_a_message_is_recorded_even_when_the_turn_is_cancelled_meanwhile(t
         scope.cancel()
         await session.append(_message(0))
     assert [m["content"].split()[0] for m in _stored(session.dir)] == ["m0"]
+
+
+async def test_a_bundle_made_for_its_prompt_is_titled_at_once_and_that_prompt_rewrites_nothing(
+    tmp_path,
+):
+    prompt = "Recall the deploy day\nand the rest of the task"
+    session = SessionStore(tmp_path / "sessions").create(
+        cwd=str(tmp_path), model_id="offline/default", prompt=prompt
+    )
+    record = session.dir / "session.json"
+    made = (record.stat().st_ino, record.read_bytes())
+    assert json.loads(made[1])["title"] == "Recall the deploy day"
+    await session.append(TranscriptMessage(role="user", content=prompt))
+    await session.append(_message(1))
+    assert (record.stat().st_ino, record.read_bytes()) == made  # the very file creation wrote
+    assert _stored(session.dir)[0]["content"] == prompt
+    # A later user message stamps session.json as any does.
+    await session.append(_message(2))
+    assert record.stat().st_ino != made[0]
+    session.close()
+
+
+async def test_an_append_unlinks_the_swap_name_only_when_a_killed_writer_left_it(
+    tmp_path, monkeypatch
+):
+    session = _new(tmp_path)
+    for i in range(3):
+        await session.append(_message(i))
+    swap = session.dir / ".messages.json.swap"
+    unlinked: list[str] = []
+    real_unlink = os.unlink
+
+    def spying_unlink(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+        unlinked.append(Path(path).name)
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(transcript_module.os, "unlink", spying_unlink)
+    await session.append(_message(3))
+    assert swap.name not in unlinked and not swap.exists()  # a clean swap renames it away
+    # A writer killed between its link and its renames leaves the swap name behind.
+    os.link(session.dir / "messages.json", swap)
+    await session.append(_message(4))
+    await session.append(_message(5))
+    assert unlinked.count(swap.name) == 1 and not swap.exists()
+    assert [m["content"].split()[0] for m in _stored(session.dir)] == [f"m{i}" for i in range(6)]
+    spare = json.loads((session.dir / ".messages.json.spare").read_text())["messages"]
+    assert [m["content"].split()[0] for m in spare] == [f"m{i}" for i in range(5)]

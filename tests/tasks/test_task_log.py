@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from acp_memory.memory.redact import RedactedStream
 from acp_memory.tasks import log as task_log
 from acp_memory.tasks.log import TaskLog, clean_output, clip, last_lines
 
@@ -82,3 +83,33 @@ async def test_output_written_while_the_file_is_being_made_is_not_lost(
         proceed.set()
     await log.write(b"after\n")
     assert path.read_bytes() == b"before\nduring\nafter\n"
+
+
+class _RecordingFilter(RedactedStream):
+    """The memory run's filter, recording what it is fed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fed: list[str] = []
+
+    def feed(self, text: str) -> str:
+        self.fed.append(text)
+        return super().feed(text)
+
+
+async def test_a_filtered_log_feeds_its_filter_a_line_at_a_time_and_keeps_the_same_text(
+    tmp_path: Path,
+):
+    pieces = ["Already ", "on ", "disk:", "\n- tea ", "AKIAIOSFODNN7", "EXAMPLE\n", "tail"]
+    one_by_one = RedactedStream()  # what feeding each piece gives
+    expected = "".join(one_by_one.feed(p) for p in pieces) + one_by_one.flush()
+    text_filter = _RecordingFilter()
+    log = TaskLog(1 << 20, text_filter, inline=True)
+    await log.attach(tmp_path / "output.log")
+    for piece in pieces:
+        await log.write(piece)
+    assert text_filter.fed == ["Already on disk:\n- tea ", "AKIAIOSFODNN7EXAMPLE\n"]
+    assert (await log.read_tail(100)).decode() == expected.removesuffix("tail")
+    await log.close()
+    assert (tmp_path / "output.log").read_text() == expected
+    assert "AKIAIOSFODNN7EXAMPLE" not in expected and expected.endswith("\ntail")

@@ -41,17 +41,20 @@ class OfflineProvider:
         conversation = [m for m in request.messages[:split] if m.role != "system"]
         offered = {t.name for t in request.tools}
         calls: list[ToolCall]
-        count: int | None = None
+        pieces: Iterable[str]
         if MEMORY_CHILD_TOOL in offered:
             text, calls = memory_step(conversation, offered)
+            # A line at a time: nobody watches the child's words arrive (its log shows whole
+            # lines), and every chunk costs the run's turn a pass through its engine and log.
+            # The same text as word by word, which never starts with blanks.
+            pieces = text.lstrip().splitlines(keepends=True)
         else:
             text, calls = main_step(conversation, request.messages[split:])
             count = stream_requested(conversation)
-        pieces: Iterable[str]
-        pieces = (f"w{i} " for i in range(count)) if count is not None else _WORD.findall(text)
+            pieces = (f"w{i} " for i in range(count)) if count is not None else _WORD.findall(text)
         output = 0
         for piece in pieces:
-            # A checkpoint per word keeps the stream cancellable and interleaved like a real one.
+            # A checkpoint per piece keeps the stream cancellable and interleaved like a real one.
             await anyio.lowlevel.checkpoint()
             output += len(piece)
             yield TextDelta(piece)

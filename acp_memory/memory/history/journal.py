@@ -11,7 +11,7 @@ it: `upgrade.py`); records older than `memory.history_days` go, with the blobs o
 A purge (`purge.py`) drops every record of a path.
 
 The same database keeps the changes held for approval (`pending.py`), the recall read stamps
-(a run's, written together at its end, unsynced) and each memory run's cost.
+and each memory run's cost (a run's, written together at its end in one unsynced transaction).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,20 @@ CREATE TABLE IF NOT EXISTS runs(
     cached_read_tokens INTEGER NOT NULL, cached_write_tokens INTEGER NOT NULL,
     duration_ms INTEGER NOT NULL, PRIMARY KEY (session_id, task_id));
 """
+RUN_COST_KEYS = ("modelCalls", "inputTokens", "outputTokens", "cachedReadTokens",
+                 "cachedWriteTokens", "durationMs")
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """A memory run's cost as the journal sums it: its session, its task, and the counts
+    by RUN_COST_KEYS (a missing one is 0)."""
+
+    session_id: str
+    task_id: str
+    cost: dict[str, int]
+
+
 class JournalError(Exception):
     """The journal cannot be read or written; the message names its file and why."""
 
@@ -345,15 +360,41 @@ class Journal:
 
     def last_of(self, root: Path, path: str) -> Change | None:
         """The last done change that left path as it is (its own, or a folder's holding it)."""
-        candidates = [path, *ancestors_of(path)]
+        return self.last_of_each([(root, path)])[0][0]
+
+    def last_of_each(
+        self, notes: Sequence[tuple[Path, str]]
+    ) -> tuple[list[Change | None], dict[str, bytes]]:
+        """`last_of` for each (root, path), in one query (a search's hits share it), and the
+        manifests of the folder states those changes left, by hash."""
+        candidates = {(str(root), c) for root, path in notes for c in (path, *ancestors_of(path))}
+        if not candidates:
+            return [], {}
+        pairs = sorted(candidates)
         with self.use() as db:
-            row = db.execute(
-                f"SELECT {CHANGE_COLUMNS} FROM changes WHERE root = ? AND done = 1 "
-                f"AND action != 'purge' AND path IN "
-                f"({','.join('?' * len(candidates))}) ORDER BY seq DESC LIMIT 1",
-                (str(root), *candidates),
-            ).fetchone()
-        return Change.from_row(row) if row else None
+            # The last change of each candidate path (an index search each), then below the
+            # newest of a note's candidates.
+            rows = db.execute(
+                f"SELECT {CHANGE_COLUMNS}, blobs.data FROM changes LEFT JOIN blobs ON "
+                f"after LIKE '{DIR}%' AND blobs.hash = substr(after, {len(DIR) + 1}) "
+                "WHERE seq IN (SELECT (SELECT max(seq) FROM changes WHERE root = "
+                "wanted.column1 AND path = wanted.column2 AND done = 1 AND action != 'purge') "
+                f"FROM (VALUES {','.join(['(?,?)'] * len(pairs))}) AS wanted)",
+                [v for pair in pairs for v in pair],
+            ).fetchall()
+        last: dict[tuple[str, str], Change] = {}
+        manifests: dict[str, bytes] = {}
+        for row in rows:
+            change = Change.from_row(row[:-1])
+            last[(change.root, change.path)] = change
+            if row[-1] is not None and change.after is not None:
+                manifests[change.after[len(DIR):]] = bytes(row[-1])
+        found: list[Change | None] = []
+        for root, path in notes:
+            known = [last[key] for c in (path, *ancestors_of(path))
+                     if (key := (str(root), c)) in last]
+            found.append(max(known, key=lambda c: c.seq) if known else None)
+        return found, manifests
 
     # -- changes held for approval ---------------------------------------------------------
 
@@ -397,15 +438,22 @@ class Journal:
 
     # -- recall read stamps and run costs --------------------------------------------------
 
-    def mark_reads(self, stamps: Iterable[tuple[Path, str, str]]) -> None:
-        """Memory runs read these notes (root, path, ISO time): one transaction without a sync
-        of its own (a stamp lost in a power cut only makes `notes stale` list a note)."""
+    def mark_reads(self, stamps: Iterable[tuple[Path, str, str]],
+                   run: RunCost | None = None) -> None:
+        """Memory runs read these notes (root, path, ISO time), and with `run` that run's cost:
+        one transaction without a sync of its own. A stamp lost in a power cut only makes
+        `notes stale` list a note; a cost lost only leaves the run out of `notes log --cost`
+        (its task record, synced when the run is sealed, still has it)."""
         rows = [(str(root), path, when) for root, path, when in stamps]
-        if not rows:
+        if not rows and run is None:
             return
         with self.use(write=True, synced=False) as db:
             db.executemany("INSERT INTO reads(root, path, time) VALUES (?, ?, ?) ON CONFLICT "
                            "(root, path) DO UPDATE SET time = max(time, excluded.time)", rows)
+            if run is not None:
+                db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
+                           (run.task_id, run.session_id, iso(self.now()),
+                            *(int(run.cost.get(k, 0)) for k in RUN_COST_KEYS)))
 
     def reads(self, root: Path) -> dict[str, str]:
         """When a memory run last read each note of root."""
@@ -414,12 +462,7 @@ class Journal:
 
     def record_run(self, session_id: str, task_id: str, cost: dict[str, int]) -> None:
         """A memory run's cost (modelCalls, inputTokens, ...), for `notes log --cost`."""
-        keys = ("modelCalls", "inputTokens", "outputTokens", "cachedReadTokens",
-                "cachedWriteTokens", "durationMs")
-        with self.use(write=True) as db:
-            db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
-                       (task_id, session_id, iso(self.now()), *(int(cost.get(k, 0))
-                                                                for k in keys)))
+        self.mark_reads((), RunCost(session_id, task_id, cost))
 
     def costs_per_day(self, limit_days: int = 0) -> list[dict[str, Any]]:
         """The memory runs' cost summed per UTC day, newest first."""

@@ -4,11 +4,13 @@ when the note's bytes are what its last journaled change left, else its file tim
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from acp_memory.memory.history.journal import Journal, JournalError
+from acp_memory.memory.history.records import Change
 from acp_memory.memory.history.states import digest, member, note_hash
 from acp_memory.timestamps import parse_iso
 
@@ -46,15 +48,36 @@ def age(days: int) -> str:
 def provenance(journal: Journal | None, root: Path, rel: str, data: bytes,
                mtime: float) -> Provenance:
     """Where the note at rel of root, holding data, came from."""
-    by_hand = Provenance(datetime.fromtimestamp(mtime, UTC), HAND_EDIT)
+    return provenances(journal, [(root, rel, data, mtime)])[0]
+
+
+def provenances(journal: Journal | None,
+                notes: Sequence[tuple[Path, str, bytes, float]]) -> list[Provenance]:
+    """`provenance` of each (root, rel, data, mtime), asking the journal once for all."""
+    by_hand = [Provenance(datetime.fromtimestamp(mtime, UTC), HAND_EDIT)
+               for _, _, _, mtime in notes]
     if journal is None:
         return by_hand
     try:
-        last = journal.last_of(root, rel)
-        if last is None:
-            return by_hand
-        inside = rel[len(last.path):].lstrip("/") if last.path != rel else ""
-        if note_hash(member(last.after, inside, journal.blob)) != digest(data):
+        lasts, manifests = journal.last_of_each([(root, rel) for root, rel, _, _ in notes])
+    except JournalError:
+        return by_hand
+
+    def blob(h: str) -> bytes:
+        return manifests[h] if h in manifests else journal.blob(h)
+
+    return [_from(blob, last, rel, data, hand)
+            for (_, rel, data, _), last, hand in zip(notes, lasts, by_hand, strict=True)]
+
+
+def _from(blob: Callable[[str], bytes], last: Change | None, rel: str, data: bytes,
+          by_hand: Provenance) -> Provenance:
+    """The change last, when it left the note's bytes as they are; else by_hand."""
+    if last is None:
+        return by_hand
+    inside = rel[len(last.path):].lstrip("/") if last.path != rel else ""
+    try:
+        if note_hash(member(last.after, inside, blob)) != digest(data):
             return by_hand
     except JournalError:
         return by_hand

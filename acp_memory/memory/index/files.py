@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from acp_memory.memory.index.terms import read_note as read_note  # light, for workers
+from acp_memory.memory.index.terms import read_note as read_note
 from acp_memory.memory.roots import is_note_name
 from acp_memory.paths import resolves_inside
 

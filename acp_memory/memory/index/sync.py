@@ -6,9 +6,7 @@ refreshes re-index only the files inotify reported. Without inotify (not Linux, 
 watches) every refresh walks the tree, which is slower but just as correct.
 
 Many notes are indexed a batch at a time, committed about every 32 MB, so memory stays bounded
-and a build cut short keeps what it committed. A large build analyses the notes in worker
-processes, one per core, a few batches ahead of this thread's SQLite writes (a writer thread
-instead gained nothing measurable on two cores: each half slowed the other).
+and a build cut short keeps what it committed.
 
 The FTS5 table is contentless: the note files hold the text, and snippets are cut from them.
 Deleting a row from such a table takes the values it was given, so each note keeps them packed
@@ -154,17 +152,13 @@ class FileSync:
         return gone, todo
 
     def _rows(self, todo: Iterable[tuple[str, Stamp]]) -> Generator[Row, None, None]:
-        """The notes that could be read, analysed (in worker processes when many); close the
-        iterator when stopping early, which ends the workers."""
+        """The notes that could be read, analysed."""
         todo = list(todo)
-        size = sum(stamp[1] for _, stamp in todo)
-        workers = terms.cores() if size >= terms.PARALLEL_FROM_BYTES else 1
         zdict = self._dictionary(todo)
-        found = terms.analysed(self.root, (rel for rel, _ in todo), zdict, workers)
-        with contextlib.closing(found):
-            for (rel, stamp), columns in zip(todo, found, strict=True):
-                if columns is not None:
-                    yield (rel, stamp, *columns)
+        for rel, stamp in todo:
+            columns = terms.note_terms(self.root, rel, zdict)
+            if columns is not None:
+                yield (rel, stamp, *columns)
 
     def _dictionary(self, todo: list[tuple[str, Stamp]]) -> bytes:
         """The index's packing dictionary, made from todo's notes when it has none yet and

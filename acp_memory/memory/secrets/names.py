@@ -73,7 +73,7 @@ _CASE_FIX_TABLE = str.maketrans(_CASE_FIXES)
 
 def _folded(text: str) -> str:
     """text in lower case, one character for one, as IGNORECASE compares the names' letters."""
-    if any(ch in text for ch in _CASE_FIXES):
+    if not text.isascii() and any(ch in text for ch in _CASE_FIXES):  # isascii is O(1)
         text = text.translate(_CASE_FIX_TABLE)
     return text.lower()
 
@@ -159,3 +159,31 @@ NAME_PASSES = [
     _Rule("secret", _SECRETISH_NAMES, _WORD_ASSIGNMENT, looks_random),
 ]
 """The passes of `redact` by name, after the shapes: passwords, tokens, random-looking secrets."""
+
+
+def _fewest(words: tuple[str, ...]) -> tuple[str, ...]:
+    """words without those that hold another of them: a text holds one of the result exactly
+    when it holds one of words (PASSWORD holds PASS), in fewer scans."""
+    kept: list[str] = []
+    for word in sorted(set(words), key=len):
+        if not any(shorter in word for shorter in kept):
+            kept.append(word)
+    return tuple(kept)
+
+
+_ANY_NAME = _fewest(tuple(name for rule in NAME_PASSES for name in rule.names))
+
+
+def could_change(text: str) -> bool:
+    """Whether some pass of NAME_PASSES could change text; False means none of them does.
+
+    A rule changes nothing unless one of its names is in the folded text (its own first check)
+    and its `before` matches there, which needs a '=' or ':' (folding makes neither): one fold
+    and one scan per name serve every rule."""
+    if "=" not in text and ":" not in text:
+        return False
+    folded = _folded(text)
+    for name in _ANY_NAME:  # a loop: quicker than any() over a generator
+        if name in folded:
+            return True
+    return False

@@ -95,3 +95,17 @@ class _Shape:
 
 SHAPE_PASSES = [_Shape(kind, markers, re.compile(p)) for kind, markers, p in _SHAPES]
 """One pass of `redact` per shape, most specific first."""
+
+_ANY_MARKER = tuple(dict.fromkeys(marker for shape in SHAPE_PASSES for marker in shape.markers))
+
+
+def could_change(text: str) -> bool:
+    """Whether some pass of SHAPE_PASSES could change text; False means none of them does (a
+    shape changes no text that holds none of its markers)."""
+    # Plain `in` scans: a regex alternation of these literals saves half a microsecond on an id
+    # but is slower from some 100 characters on, where re tries it at every letter that starts
+    # a marker.
+    for marker in _ANY_MARKER:  # a loop: quicker than any() over a generator
+        if marker in text:
+            return True
+    return False
