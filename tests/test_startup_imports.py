@@ -1,7 +1,7 @@
 """Cold start is imports: `python -m acp_memory` answers `initialize` without loading what only
 sessions use (the runner, the engine, the notes and their index, the history, the models, the
 tools, and the libraries behind them), which load at the first session request; the HTTP stack
-and the MCP SDK load only once a model or server needs them."""
+and the MCP SDK load only once a model or server needs them, numpy only once embeddings are on."""
 
 from __future__ import annotations
 
@@ -34,8 +34,9 @@ LOADED_WITH_THE_FIRST_SESSION = (
     "acp_memory.tools",
     "acp_memory.hooks",
 )
-# What a turn on the offline model never uses.
-LOADED_WHEN_A_MODEL_OR_SERVER_NEEDS_IT = ("httpx", "mcp", "pathspec", "fastapi", "uvicorn")
+# What a turn on the offline model, with embeddings off, never uses.
+LOADED_WHEN_A_MODEL_OR_SERVER_NEEDS_IT = ("httpx", "mcp", "pathspec", "fastapi", "uvicorn",
+                                          "numpy")
 
 
 @pytest.fixture
@@ -66,17 +67,19 @@ async def test_the_agent_answers_initialize_without_loading_what_sessions_use(
     assert _imported(ed.stderr, *LOADED_WITH_THE_FIRST_SESSION) == []
 
 
-async def test_a_turn_on_the_offline_model_loads_neither_the_http_stack_nor_the_mcp_sdk(
+async def test_a_turn_with_a_memory_run_on_the_offline_model_loads_no_http_stack_mcp_or_numpy(
     tmp_path: Path, importtime: None
 ) -> None:
-    (tmp_path / "config.yaml").write_text(
-        "agent: {model: offline/default}\nmemory: {enable: false}\n"
-    )
+    (tmp_path / "config.yaml").write_text("agent: {model: offline/default}\n")
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "fruit.md").write_text("My favourite fruit is the mango.\n")
     async with subprocess_agent(tmp_path) as ed:
         session_id = await ed.start_session(tmp_path)
         done = await ed.conn.prompt(
-            session_id=session_id, prompt=[TextContentBlock(type="text", text="hello")]
+            session_id=session_id,
+            prompt=[TextContentBlock(type="text", text="What is my favourite fruit?")],
         )
     assert done.stop_reason == "end_turn"
     assert "acp_memory.engine.turn" in _imported(ed.stderr, "acp_memory.engine")  # it ran
+    assert "acp_memory.memory.index.query" in _imported(ed.stderr, "acp_memory.memory")  # searched
     assert _imported(ed.stderr, *LOADED_WHEN_A_MODEL_OR_SERVER_NEEDS_IT) == []

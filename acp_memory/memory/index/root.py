@@ -6,12 +6,16 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from acp_memory.memory.index import vectors
 from acp_memory.memory.index.query import TIERS, Candidate, Ranked, broad, rank
 from acp_memory.memory.index.schema import open_db
 from acp_memory.memory.index.sync import FileSync, Progress
 from acp_memory.text.analyze import Query
+
+if TYPE_CHECKING:
+    from acp_memory.memory.index.matrix import VectorMatrix
 
 
 @dataclass
@@ -38,7 +42,7 @@ class RootIndex:
         self._lock = threading.Lock()
         self._db = open_db(db_path)
         self._sync = FileSync(root, self._db)
-        self._matrix = vectors.VectorMatrix()
+        self._matrix: VectorMatrix | None = None  # numpy, at the first search by meaning
 
     def refresh(self, progress: Progress | None = None, stop: Callable[[], bool] | None = None,
                 ) -> bool:
@@ -69,6 +73,10 @@ class RootIndex:
     def nearest(self, key: str, vector: Sequence[float], depth: int) -> list[tuple[str, float]]:
         """The `depth` notes whose vector under key is nearest, as (path, cosine)."""
         with self._lock:
+            if self._matrix is None:
+                from acp_memory.memory.index.matrix import VectorMatrix
+
+                self._matrix = VectorMatrix()
             near = self._matrix.nearest(self._db, key, vector, depth)
             paths = self._paths([rowid for rowid, _ in near])
             return [(paths[rowid], score) for rowid, score in near if rowid in paths]
