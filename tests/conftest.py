@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -9,6 +10,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from acp_memory.config import Config, Paths
+
+# The suite starts some 800 Python processes (agents, fake servers), each importing the package
+# from its sources. Where the environment says PYTHONDONTWRITEBYTECODE, every one of them would
+# compile them again, and each pytest worker would rewrite every test module's asserts again:
+# a fifth of the suite's CPU. The suite's own processes keep their bytecode (__pycache__ is
+# ignored by git), whatever the environment says.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture
