@@ -158,7 +158,7 @@ ROWS: list[tuple[str, str, Callable[[str, Figures], Row]]] = [
     ("a search while the index builds (direct scan), 100,000 notes", "search_full",
      scan_within(3)),
     ("a journaled note write", "journal", journal),
-    ("the test suite, `python -m pytest` (2 workers)", "suite", suite),
+    ("the test suite, `python -m pytest` (3 workers)", "suite", suite),
 ]  # fmt: skip
 
 
