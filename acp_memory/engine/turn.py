@@ -21,6 +21,7 @@ from acp_memory.engine.events import (
     ToolCallProgress,
     ToolCallStarted,
 )
+from acp_memory.engine.history import ModelHistory
 from acp_memory.engine.prompt import Templates, TurnContext, is_per_step, render_system
 from acp_memory.hooks.events import SessionHooks
 from acp_memory.llm.provider import closing
@@ -28,7 +29,6 @@ from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.types import (
     ChatRequest,
     Finished,
-    Image,
     Message,
     ReasoningDelta,
     TextDelta,
@@ -38,7 +38,6 @@ from acp_memory.llm.types import (
 from acp_memory.sessions.model import (
     PromptPart,
     StoredToolCall,
-    TextPart,
     TranscriptMessage,
     new_message_id,
     prompt_text,
@@ -63,7 +62,6 @@ StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "
 CANCELLED_RESULT = "Error: the tool call was cancelled by the user."
 # The result of a call the turn never started (the editor never saw it either).
 NOT_RUN_RESULT = "Error: the tool call was not run; the turn stopped before it started."
-COMPACTED = "The conversation before this point was compacted (/compact). Its summary:"
 
 
 class TurnContextSource(Protocol):
@@ -113,7 +111,7 @@ class TurnEngine:
         self.max_turns = max_turns
         self.clock = clock  # the turn context's time; tests pass a ticking fake
         # Each live session's history as the model sees it, by id(session): dropped with it.
-        self._histories: dict[int, _History] = {}
+        self._histories: dict[int, ModelHistory] = {}
 
     def tools_for(self, session: Session) -> ToolSet:
         """The tool set of the session's mode."""
@@ -162,11 +160,11 @@ class TurnEngine:
             messages.append(tail)
         return model.request(messages, tools=specs, cache_prefix_len=prefix)
 
-    def _history(self, session: Session) -> _History:
+    def _history(self, session: Session) -> ModelHistory:
         key = id(session)
         history = self._histories.get(key)
         if history is None:
-            history = self._histories[key] = _History()
+            history = self._histories[key] = ModelHistory()
             weakref.finalize(session, self._histories.pop, key, None)
         return history
 
@@ -404,51 +402,3 @@ class _Reply:
             tool_calls=calls or None,
             message_id=self.message_id,
         )
-
-
-class _History:
-    """A session's transcript converted for the model, kept between steps: a history only
-    grows, so a step converts just the messages it has not met (from the first that is not
-    the very object converted before: a reload or a compaction starts again there)."""
-
-    def __init__(self) -> None:
-        self.images = True
-        self.source: list[TranscriptMessage] = []
-        self.converted: list[Message] = []
-
-    def messages(self, history: Sequence[TranscriptMessage], images: bool) -> list[Message]:
-        """history as to_llm_message gives it, with or without images."""
-        if images != self.images:
-            self.images, self.source, self.converted = images, [], []
-        same, known = 0, min(len(history), len(self.source))
-        while same < known and history[same] is self.source[same]:
-            same += 1
-        del self.source[same:], self.converted[same:]
-        for message in history[same:]:
-            self.source.append(message)
-            self.converted.append(to_llm_message(message, images))
-        return list(self.converted)
-
-
-def to_llm_message(m: TranscriptMessage, images: bool = True) -> Message:
-    """A transcript entry as the provider-neutral message the model sees (a prompt's images
-    with it, unless `images` is false)."""
-    if m.role == "assistant":
-        calls = tuple(ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls or ())
-        return Message("assistant", m.content, tool_calls=calls)
-    if m.role == "tool":
-        # The images a tool returned (an MCP server's), for a model that takes them.
-        shown = [
-            Image(str(c.get("mimeType", "")), str(c.get("data", "")))
-            for c in (m.content_extra or () if images else ())
-            if c.get("type") == "image"
-        ]
-        parts: tuple[str | Image, ...] = (m.content, *shown) if shown else ()
-        return Message("tool", m.content, tool_call_id=m.tool_call_id, name=m.name, parts=parts)
-    if m.role == "compaction":
-        return Message("user", f"{COMPACTED}\n\n{m.content}")
-    parts = tuple(
-        p.text if isinstance(p, TextPart) else Image(p.mime_type, p.data)
-        for p in (m.parts if images and m.parts else ())
-    )
-    return Message("user", m.content, parts=parts)

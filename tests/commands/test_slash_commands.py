@@ -30,7 +30,7 @@ from wire_schema import validate_def
 from acp_memory.build import build_runner
 from acp_memory.config.models import Config, MemoryConfig
 from acp_memory.engine.events import AgentText, TurnEvent
-from acp_memory.engine.turn import COMPACTED
+from acp_memory.engine.history import COMPACTED
 from acp_memory.llm.registry import ProviderHub
 
 pytestmark = pytest.mark.anyio

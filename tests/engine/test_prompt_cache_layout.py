@@ -27,7 +27,7 @@ from turnkit import (
 )
 
 from acp_memory.config.models import OFFLINE_MODEL_ID, Config
-from acp_memory.engine import turn
+from acp_memory.engine import history as model_history
 from acp_memory.engine.prompt import Templates, TurnContext
 from acp_memory.engine.turn import TurnEngine
 from acp_memory.llm.registry import ProviderHub
@@ -242,13 +242,13 @@ async def test_a_step_converts_only_the_history_it_has_not_met_and_a_reloaded_on
     engine = TurnEngine(Templates(), ToolRegistry(), 4)
     model = ProviderHub(Config()).model(OFFLINE_MODEL_ID)
     converted: list[str] = []
-    real = turn.to_llm_message
+    real = model_history.to_llm_message
 
     def counting(m: TranscriptMessage, images: bool = True) -> Message:
         converted.append(m.content)
         return real(m, images)
 
-    monkeypatch.setattr(turn, "to_llm_message", counting)
+    monkeypatch.setattr(model_history, "to_llm_message", counting)
 
     async def history() -> list[tuple[str, str]]:
         request = await engine.build_request(session, model, TurnContext())
