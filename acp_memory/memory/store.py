@@ -26,8 +26,9 @@ from pathlib import Path
 from acp_memory.atomic import write_atomic
 from acp_memory.config import Config, Paths
 from acp_memory.llm.embeddings import Embeddings, embeddings_for
-from acp_memory.memory.history.journal import Journal, JournalError, RunCost
+from acp_memory.memory.history.journal import Journal, JournalError
 from acp_memory.memory.history.records import ChangeSource
+from acp_memory.memory.history.runs import RunCost
 from acp_memory.memory.history.states import EMPTY_FOLDER, Captured, capture, remove
 from acp_memory.memory.index.indexes import DEFAULT_MAX_ROOTS, ClosedOnExit, SearchIndexes
 from acp_memory.memory.redact import Redaction, redact

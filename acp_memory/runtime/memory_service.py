@@ -26,8 +26,9 @@ from acp_memory.hooks.events import SessionHooks, Subagent
 from acp_memory.llm.chain import ChainProvider
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.usage import UsageMeter
-from acp_memory.memory.history.journal import Journal, RunCost
+from acp_memory.memory.history.journal import Journal
 from acp_memory.memory.history.records import ChangeSource, change_message
+from acp_memory.memory.history.runs import RunCost
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.keeper import IndexKeeper
 from acp_memory.memory.redact import RedactedStream, redact_json, redact_text

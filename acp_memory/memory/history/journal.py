@@ -10,8 +10,8 @@ once by hash, redacted (a journal of an earlier version is redacted once when th
 it: `upgrade.py`); records older than `memory.history_days` go, with the blobs only they held.
 A purge (`purge.py`) drops every record of a path.
 
-The same database keeps the changes held for approval (`pending.py`), the recall read stamps
-and each memory run's cost (a run's, written together at its end in one unsynced transaction).
+The same database keeps the changes held for approval (`pending.py`), and the recall read stamps
+and each memory run's cost (`runs.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from acp_memory.memory.history.records import (
     Held,
     new_id,
 )
+from acp_memory.memory.history.runs import RunRecords
 from acp_memory.memory.history.states import (
     DIR,
     NOTE,
@@ -70,25 +70,11 @@ CREATE TABLE IF NOT EXISTS runs(
     cached_read_tokens INTEGER NOT NULL, cached_write_tokens INTEGER NOT NULL,
     duration_ms INTEGER NOT NULL, PRIMARY KEY (session_id, task_id));
 """
-RUN_COST_KEYS = ("modelCalls", "inputTokens", "outputTokens", "cachedReadTokens",
-                 "cachedWriteTokens", "durationMs")
-
-
-@dataclass(frozen=True)
-class RunCost:
-    """A memory run's cost as the journal sums it: its session, its task, and the counts
-    by RUN_COST_KEYS (a missing one is 0)."""
-
-    session_id: str
-    task_id: str
-    cost: dict[str, int]
-
-
 class JournalError(Exception):
     """The journal cannot be read or written; the message names its file and why."""
 
 
-class Journal:
+class Journal(RunRecords):
     """The database under the home; opened on first use, shared by threads (one lock)."""
 
     def __init__(
@@ -435,47 +421,6 @@ class Journal:
         """Forget a held change (applied or rejected); False when it was not held."""
         with self.use(write=True) as db:
             return db.execute("DELETE FROM pending WHERE id = ?", (pending_id,)).rowcount > 0
-
-    # -- recall read stamps and run costs --------------------------------------------------
-
-    def mark_reads(self, stamps: Iterable[tuple[Path, str, str]],
-                   run: RunCost | None = None) -> None:
-        """Memory runs read these notes (root, path, ISO time), and with `run` that run's cost:
-        one transaction without a sync of its own. A stamp lost in a power cut only makes
-        `notes stale` list a note; a cost lost only leaves the run out of `notes log --cost`
-        (its task record, synced when the run is sealed, still has it)."""
-        rows = [(str(root), path, when) for root, path, when in stamps]
-        if not rows and run is None:
-            return
-        with self.use(write=True, synced=False) as db:
-            db.executemany("INSERT INTO reads(root, path, time) VALUES (?, ?, ?) ON CONFLICT "
-                           "(root, path) DO UPDATE SET time = max(time, excluded.time)", rows)
-            if run is not None:
-                db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
-                           (run.task_id, run.session_id, iso(self.now()),
-                            *(int(run.cost.get(k, 0)) for k in RUN_COST_KEYS)))
-
-    def reads(self, root: Path) -> dict[str, str]:
-        """When a memory run last read each note of root."""
-        with self.use() as db:
-            return dict(db.execute("SELECT path, time FROM reads WHERE root = ?", (str(root),)))
-
-    def record_run(self, session_id: str, task_id: str, cost: dict[str, int]) -> None:
-        """A memory run's cost (modelCalls, inputTokens, ...), for `notes log --cost`."""
-        self.mark_reads((), RunCost(session_id, task_id, cost))
-
-    def costs_per_day(self, limit_days: int = 0) -> list[dict[str, Any]]:
-        """The memory runs' cost summed per UTC day, newest first."""
-        sql = ("SELECT substr(time, 1, 10) AS day, count(*), sum(model_calls), "
-               "sum(input_tokens), sum(output_tokens), sum(cached_read_tokens), "
-               "sum(cached_write_tokens), sum(duration_ms) FROM runs GROUP BY day "
-               "ORDER BY day DESC")
-        if limit_days > 0:
-            sql += f" LIMIT {int(limit_days)}"
-        names = ("day", "runs", "modelCalls", "inputTokens", "outputTokens", "cachedReadTokens",
-                 "cachedWriteTokens", "durationMs")
-        with self.use() as db:
-            return [dict(zip(names, row, strict=True)) for row in db.execute(sql)]
 
 
 INSERT_BLOB = "INSERT OR IGNORE INTO blobs(hash, data, redacted) VALUES (?, ?, ?)"
