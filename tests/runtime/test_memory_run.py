@@ -299,6 +299,11 @@ async def test_a_runs_cost_is_what_its_providers_reported_on_every_surface(paths
             assert await prompt(ed, sid, "/memory") == "end_turn"
             shown = "".join(u.content.text for s, u in ed.client.updates
                             if s == sid and u.session_update == "agent_message_chunk")
+            # The journal's copy is written as the run is sealed, which may follow the turn.
+            task = agent.runner.pool_for(agent.table.sessions[sid]).get("bg_1")
+            assert task is not None
+            with anyio.fail_after(10):
+                await task.done.wait()
             per_day = agent.runner.memory.journal().costs_per_day()
     took = finished["durationMs"]
     assert finished["_meta"] == {"acpMemory": {
