@@ -52,3 +52,27 @@ def paths(tmp_path: Path) -> Paths:
 @pytest.fixture
 def cfg() -> Config:
     return Config()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One real PostgreSQL server for this pytest process (see pgserver.py); a machine
+    without the server's binaries skips the tests that need it, unless
+    ACP_MEMORY_PG_TESTS=required (CI), which fails them."""
+    import pgserver
+
+    if (why := pgserver.unavailable()) is not None:
+        if os.environ.get(pgserver.SKIP_ENV) == "required":
+            pytest.fail(why)
+        pytest.skip(why)
+    server = pgserver.start_server()
+    try:
+        yield server
+    finally:
+        pgserver.remove(server)
+
+
+@pytest.fixture
+def pg_dsn(pg_server) -> str:
+    """A DSN to a fresh database of the test's own on the worker's server."""
+    return pg_server.create_database()

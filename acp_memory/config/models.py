@@ -187,6 +187,15 @@ class EmbeddingsConfig(Section):
     min_similarity: float = Field(default=0.27, ge=-1, le=1)
 
 
+class SharedMemoryConfig(Section):
+    """The project scope in PostgreSQL, shared by every agent on the same repository."""
+
+    # postgresql://user@host:5432/db?sslmode=require; "" keeps the project scope on disk.
+    dsn: str = ""
+    # The project's key; "" takes the cwd's git remote origin, normalised (github.com/org/repo).
+    project: str = ""
+
+
 class MemoryConfig(Section):
     enable: bool = False
     model: str = ""
@@ -218,6 +227,7 @@ class MemoryConfig(Section):
     history_days: int = Field(default=90, ge=0)
     review: Annotated[Literal["off", "ask"], _false_means("off")] = "off"
     pending_days: int = Field(default=7, ge=1)
+    shared: SharedMemoryConfig = Field(default_factory=SharedMemoryConfig)
 
 
 class McpServerConfig(Section):

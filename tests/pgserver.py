@@ -1,0 +1,100 @@
+"""A real PostgreSQL server for the tests of the shared project root, started from the
+machine's own binaries (Debian keeps them in /usr/lib/postgresql/<version>/bin, off PATH).
+
+One server per pytest process (xdist worker), on a unix socket in a folder of its own, with
+fsync off: the tests are about our transactions, not the disk. initdb refuses to run as root,
+so as root the folder is given to the unprivileged `nobody` and the server runs as it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+SKIP_ENV = "ACP_MEMORY_PG_TESTS"  # "required": a missing server fails the tests, not skips them
+
+
+def binaries() -> Path | None:
+    """The newest installed server's bin folder, or None."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
+                   key=lambda p: int(Path(p).parent.parent.name) if
+                   Path(p).parent.parent.name.isdigit() else 0)
+    if found:
+        return Path(found[-1]).parent
+    on_path = shutil.which("pg_ctl")
+    return Path(on_path).parent if on_path else None
+
+
+def unavailable() -> str | None:
+    """Why these tests cannot run here, or None."""
+    if binaries() is None:
+        return "no PostgreSQL server binaries (/usr/lib/postgresql/*/bin): apt install postgresql"
+    return None
+
+
+@dataclass
+class PgServer:
+    """A running server: its socket folder and how to stop it."""
+
+    folder: Path
+    bin: Path
+    user: str | None  # the OS user it runs as (None: this one)
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@/postgres?host={self.folder}"
+
+    def dsn_for(self, database: str) -> str:
+        return f"postgresql://postgres@/{database}?host={self.folder}"
+
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.bin / args[0]), *args[1:]]
+        if self.user is not None:
+            cmd = ["runuser", "-u", self.user, "--", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=60)
+
+    def start(self) -> None:
+        self._run("pg_ctl", "-D", str(self.folder / "data"), "-l", str(self.folder / "log"),
+                  "-w", "-o", f"-k {self.folder} -c listen_addresses='' -c fsync=off "
+                  "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
+                  "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", mode, "-w", "stop",
+                  check=False)
+
+    def create_database(self) -> str:
+        """A fresh database of its own (a DSN to it): one per test keeps tests apart."""
+        name = "t_" + uuid.uuid4().hex[:12]
+        self._run("psql", "-h", str(self.folder), "-U", "postgres", "-d", "postgres", "-qc",
+                  f"CREATE DATABASE {name}")
+        return self.dsn_for(name)
+
+
+def start_server() -> PgServer:
+    """initdb and start a server in a new folder under the system's temp folder."""
+    bin_dir = binaries()
+    assert bin_dir is not None, unavailable()
+    folder = Path(tempfile.mkdtemp(prefix="acp-memory-pg-"))
+    user = None
+    if os.geteuid() == 0:
+        user = "nobody"
+        entry = pwd.getpwnam(user)
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
+    server = PgServer(folder, bin_dir, user)
+    server._run("initdb", "-D", str(folder / "data"), "-A", "trust", "-U", "postgres",
+                "--no-sync", "-E", "UTF8", "--locale=C")
+    server.start()
+    return server
+
+
+def remove(server: PgServer) -> None:
+    server.stop("immediate")
+    shutil.rmtree(server.folder, ignore_errors=True)
