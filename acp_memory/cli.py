@@ -68,6 +68,7 @@ HTTP_DESCRIPTION = (
 )
 DOCTOR_DESCRIPTION = (
     "Check the config file, the model ids and their providers, the MCP servers (mcp.servers), "
+    "shared project memory (memory.shared: the DSN masked, the project key), "
     "and that the home and sessions folders are writable. Prints one finding per line; exits 1 "
     "when any finding is an error."
 )
@@ -182,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--online",
         action="store_true",
         help="also make one tiny request per configured provider to check reachability and the "
-        "key, and start each mcp.servers entry to count its tools",
+        "key, start each mcp.servers entry to count its tools, and connect to memory.shared's "
+        "PostgreSQL server (its version, database, schema version and the key's notes)",
     )
     from acp_memory.memory.cli import add_notes_parser
 
@@ -199,7 +201,23 @@ def load(args: argparse.Namespace) -> tuple[Config, Paths]:
     paths = resolve_paths(
         home=args.home, config=args.config, sessions_dir=args.sessions_dir, cwd=args.cwd, cfg=cfg
     )
+    _shared_warnings(cfg, paths)  # a DSN that does not parse is a config error, here
     return cfg, paths
+
+
+def _shared_warnings(cfg: Config, paths: Paths) -> list[str]:
+    """memory.shared's warnings at start; a DSN that does not parse is a ConfigError."""
+    shared = cfg.memory.shared
+    if not shared.dsn and not shared.unset_variables():
+        return []  # off, as meant: nothing of it is imported
+    from acp_memory.config import ConfigError
+    from acp_memory.memory.shared.checks import shared_config_warnings
+    from acp_memory.memory.shared.dsn import DsnError
+
+    try:
+        return shared_config_warnings(cfg)
+    except DsnError as exc:
+        raise ConfigError(f"{paths.config_file}: {exc}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -270,6 +288,8 @@ def _main(args: argparse.Namespace) -> int:
 
     for key in unknown_keys(cfg):
         log.warning("config: unknown key %s is ignored (acp-memory doctor lists them)", key)
+    for line in _shared_warnings(cfg, paths):
+        log.warning("config: %s", line)
     handlers: dict[str, Callable[[], int]] = {
         "acp": lambda: _run_acp(cfg, paths, args),
         "demo": lambda: _run_demo(cfg, paths, args),

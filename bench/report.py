@@ -41,6 +41,7 @@ BENCHES: dict[str, list[str]] = {
     "http_api": ["http_api.py", "--requests", "200", "--chats", "200", "--flat", "0"],
     "search": ["search.py", "--notes", "10000"],
     "journal": ["journal.py", "--writes", "300", "--rounds", "3"],
+    "shared": ["shared.py", "--notes", "10000", "--writes", "200", "--finds", "20"],
 }
 FULL: dict[str, list[str]] = {"search_full": ["search.py", "--notes", "100000"]}
 SUITE = [sys.executable, "-m", "pytest"]  # the README's test command
@@ -138,6 +139,23 @@ def journal(figure: str, f: Figures) -> Row:
                f"plain atomic write {ms(f['plain_ms'])}", times(ratio), "≤ 1.3×", met)
 
 
+def shared_save(figure: str, f: Figures) -> Row:
+    ratio = f["shared_save_ms"] / f["disk_save_ms"]
+    return Row(figure, f"{ms(f['shared_save_ms'])}/write",
+               f"disk root {ms(f['disk_save_ms'])}", times(ratio), "—", "—")
+
+
+def shared_find(figure: str, f: Figures) -> Row:
+    return Row(figure, f"{ms(f['find_ms'])} median, {ms(f['find_max_ms'])} max", "—", "—",
+               "≤ 1 s", yes(f["find_max_ms"] <= 1000))
+
+
+def shared_search(figure: str, f: Figures) -> Row:
+    ratio = f["shared_search_ms"] / f["disk_search_ms"]
+    return Row(figure, ms(f["shared_search_ms"]), f"disk root {ms(f['disk_search_ms'])}",
+               times(ratio), "≤ 1.5×", yes(ratio <= 1.5))
+
+
 def suite(figure: str, f: Figures) -> Row:
     return Row(figure, f"{f['seconds']:.0f} s", "—", "—", "≤ 120 s", yes(f["seconds"] <= 120))
 
@@ -158,6 +176,9 @@ ROWS: list[tuple[str, str, Callable[[str, Figures], Row]]] = [
     ("a search while the index builds (direct scan), 100,000 notes", "search_full",
      scan_within(3)),
     ("a journaled note write", "journal", journal),
+    ("a shared project note write (PostgreSQL)", "shared", shared_save),
+    ("a teammate's search finding a shared save", "shared", shared_find),
+    ("a warm search, 10,000 shared notes", "shared", shared_search),
     ("the test suite, `python -m pytest` (3 workers)", "suite", suite),
 ]  # fmt: skip
 

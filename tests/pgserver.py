@@ -46,6 +46,8 @@ class PgServer:
     folder: Path
     bin: Path
     user: str | None  # the OS user it runs as (None: this one)
+    # Sync to disk as a team's server does (bench/shared.py); the tests' server does not.
+    durable: bool = False
 
     @property
     def dsn(self) -> str:
@@ -62,8 +64,9 @@ class PgServer:
 
     def start(self) -> None:
         self._run("pg_ctl", "-D", str(self.folder / "data"), "-l", str(self.folder / "log"),
-                  "-w", "-o", f"-k {self.folder} -c listen_addresses='' -c fsync=off "
-                  "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
+                  "-w", "-o", f"-k {self.folder} -c listen_addresses='' -c max_connections=200"
+                  + ("" if self.durable else
+                     " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"),
                   "start")
 
     def stop(self, mode: str = "fast") -> None:
@@ -78,8 +81,9 @@ class PgServer:
         return self.dsn_for(name)
 
 
-def start_server() -> PgServer:
-    """initdb and start a server in a new folder under the system's temp folder."""
+def start_server(*, durable: bool = False) -> PgServer:
+    """initdb and start a server in a new folder under the system's temp folder (`durable`:
+    with its syncs to disk, as a real server runs)."""
     bin_dir = binaries()
     assert bin_dir is not None, unavailable()
     folder = Path(tempfile.mkdtemp(prefix="acp-memory-pg-"))
@@ -88,7 +92,7 @@ def start_server() -> PgServer:
         user = "nobody"
         entry = pwd.getpwnam(user)
         os.chown(folder, entry.pw_uid, entry.pw_gid)
-    server = PgServer(folder, bin_dir, user)
+    server = PgServer(folder, bin_dir, user, durable)
     server._run("initdb", "-D", str(folder / "data"), "-A", "trust", "-U", "postgres",
                 "--no-sync", "-E", "UTF8", "--locale=C")
     server.start()

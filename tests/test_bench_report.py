@@ -4,6 +4,7 @@ each bench's --json output the report reads."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,31 @@ def test_a_journal_on_tmpfs_does_not_meet_the_real_disk_goal(monkeypatch: pytest
     monkeypatch.setattr(report, "filesystem", lambda path: "tmpfs tmpfs")
     (row,) = report.rows({"journal": {"plain_ms": 10.0, "journaled_ms": 11.0, "dir": "/tmp"}})
     assert row.met == "no: tmpfs is not a real disk"
+
+
+def test_the_shared_rows_hold_the_shared_root_to_the_disk_root_and_a_find_to_one_second():
+    shared = {"disk_save_ms": 2.0, "shared_save_ms": 5.0, "find_ms": 8.0, "find_max_ms": 1200.0,
+              "disk_search_ms": 1.0, "shared_search_ms": 1.4}
+    table = report.table(report.rows({"shared": shared}))
+    assert cells(table, "a shared project note write")[1:] == [
+        "5.00 ms/write", "disk root 2.00 ms", "2.50×", "—", "—"]  # fmt: skip
+    assert cells(table, "a teammate's search finding")[1:] == [
+        "8.00 ms median, 1,200 ms max", "—", "—", "≤ 1 s", "no"]  # fmt: skip
+    assert cells(table, "a warm search, 10,000 shared notes")[3:] == ["1.40×", "≤ 1.5×", "yes"]
+
+
+def test_the_shared_bench_prints_the_figures_its_rows_are_made_from():
+    import pgserver
+
+    if (why := pgserver.unavailable()) is not None:
+        if os.environ.get(pgserver.SKIP_ENV) == "required":
+            pytest.fail(why)
+        pytest.skip(why)
+    sizes = ["--notes", "60", "--writes", "2", "--finds", "2"]
+    figures = report.run_bench([sys.executable, str(BENCH / "shared.py"), "--json", *sizes])
+    assert isinstance(figures, dict), figures
+    made = report.rows({"shared": figures})
+    assert len(made) == 3 and not [r for r in made if r.met.startswith("failed")], made
 
 
 def test_a_bench_whose_output_lacks_a_figure_fails_its_row_with_one_line():

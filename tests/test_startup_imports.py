@@ -1,7 +1,8 @@
 """Cold start is imports: `python -m acp_memory` answers `initialize` without loading what only
 sessions use (the runner, the engine, the notes and their index, the history, the models, the
 tools, and the libraries behind them), which load at the first session request; the HTTP stack
-and the MCP SDK load only once a model or server needs them, numpy only once embeddings are on."""
+and the MCP SDK load only once a model or server needs them, numpy only once embeddings are on,
+psycopg only once the project memory is shared (`memory.shared`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.anyio
 # What an editor that only connected must not pay for: packages, each with what is under it.
 LOADED_WITH_THE_FIRST_SESSION = (
     "numpy",
+    "psycopg",
     "httpx",
     "pathspec",
     "mcp",
@@ -36,7 +38,7 @@ LOADED_WITH_THE_FIRST_SESSION = (
 )
 # What a turn on the offline model, with embeddings off, never uses.
 LOADED_WHEN_A_MODEL_OR_SERVER_NEEDS_IT = ("httpx", "mcp", "pathspec", "fastapi", "uvicorn",
-                                          "numpy")
+                                          "numpy", "psycopg", "psycopg_pool")
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from acp_memory.memory.history.journal import JournalError
 from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.history.service import History
 from acp_memory.memory.history.summary import change_line, counted, undone_line
+from acp_memory.memory.shared.key import shared_key_of, shared_label
 from acp_memory.memory.store import MemoryStore, NoteError
 from acp_memory.runtime.memory_service import is_memory_run
 from acp_memory.sessions.store import Session
@@ -60,7 +61,8 @@ def _log(store: MemoryStore) -> str:
     history = _history(store)
     changes = history.changes(limit=LOG_LIMIT)
     if not changes:
-        scopes = " or ".join(store.roots.scopes())
+        scopes = " or ".join(shared_label(scope, shared_key_of(store.roots, scope))
+                             for scope in store.roots.scopes())
         return f"No changes of the {scopes} notes in the memory history yet."
     lines = ["Recent changes of the notes, newest first (`acp-memory notes log` shows more):"]
     return "\n".join([*lines, *(f"- {change_line(c, history.journal)}" for c in changes)])

@@ -11,6 +11,7 @@ import anyio
 from acp_memory.commands.base import CommandCall
 from acp_memory.commands.history import SUBCOMMANDS, memory_subcommand
 from acp_memory.memory.roots import Roots, is_note_name
+from acp_memory.memory.shared.key import shared_key_of, shared_label
 from acp_memory.runtime.memory_service import final_message, is_memory_run
 from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
 from acp_memory.tasks.log import read_file_tail
@@ -60,7 +61,8 @@ class MemoryStatus:
         for scope in roots.scopes():
             root = roots.root_of(scope)
             count = await anyio.to_thread.run_sync(count_notes, root)
-            lines.append(f"- {scope}: {count} note{'' if count == 1 else 's'} in {root}")
+            shown = shared_label(scope, shared_key_of(roots, scope))
+            lines.append(f"- {shown}: {count} note{'' if count == 1 else 's'} in {root}")
         return "\n".join(lines)
 
 

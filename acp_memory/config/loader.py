@@ -248,7 +248,19 @@ def parse_config(raw: Mapping[str, Any], source: Path) -> Config:
         raise ConfigError(f"{source}: {describe_errors(exc)}") from None
     if cfg.agent.model.strip() == AUTO_MODEL:
         pick_auto_model(cfg)
+    if not cfg.memory.shared.dsn:
+        # An unset ${VAR} turns shared memory off, which a start must say rather than keep
+        # the team's notes on this machine in silence.
+        cfg.memory.shared._unset_variables = _unset_in(raw, ("memory", "shared", "dsn"))
     return cfg
+
+
+def _unset_in(raw: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """The unset ${VAR}s of the raw text at a dotted place of the file ([] when absent)."""
+    node: Any = raw
+    for key in keys:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return unset_variables(node) if isinstance(node, str) else []
 
 
 # Pydantic names its model class when a section is not a mapping; the user knows the key.

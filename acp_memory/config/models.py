@@ -194,6 +194,12 @@ class SharedMemoryConfig(Section):
     dsn: str = ""
     # The project's key; "" takes the cwd's git remote origin, normalised (github.com/org/repo).
     project: str = ""
+    # Set by the loader: the ${VAR}s that left `dsn` empty (unset), for the start's warning.
+    _unset_variables: list[str] = PrivateAttr(default_factory=list)
+
+    def unset_variables(self) -> list[str]:
+        """The ${VAR}s of the file's dsn whose being unset turned shared memory off."""
+        return list(self._unset_variables)
 
 
 class MemoryConfig(Section):

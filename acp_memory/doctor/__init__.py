@@ -1,5 +1,6 @@
 """`acp-memory doctor`: the checks of the config and the environment (`checks.py`), those of
-the MCP servers (`servers.py`) and the lines it prints (`findings.py`)."""
+the MCP servers (`servers.py`), those of shared project memory (`shared.py`) and the lines
+it prints (`findings.py`)."""
 
 from acp_memory.doctor.checks import check, run_doctor
 from acp_memory.doctor.findings import Finding, Level

@@ -27,6 +27,7 @@ from acp_memory.config.loader import (
 from acp_memory.config.models import ProviderConfig
 from acp_memory.doctor.findings import Finding, Level
 from acp_memory.doctor.servers import mcp_findings, mcp_online_findings, mcp_unset_variables
+from acp_memory.doctor.shared import shared_findings, shared_online_findings
 from acp_memory.llm.registry import api_key, key_variable
 from acp_memory.llm.windows import context_window
 from acp_memory.mcpclient.configured import configured_specs
@@ -70,6 +71,7 @@ def check(
     findings += _embeddings_findings(cfg)
     findings += mcp_findings(cfg, paths.cwd)
     findings += mcp_unset_variables(raw or {})
+    findings += shared_findings(cfg, paths.cwd)
     if raw is not None and not cfg.memory.enable:
         findings.append(
             Finding(
@@ -113,6 +115,7 @@ def check(
         findings += anyio.run(online_findings, cfg)
         if configured_specs(cfg, paths.cwd, problems=[]):
             findings += anyio.run(mcp_online_findings, cfg, paths.cwd)
+        findings += shared_online_findings(cfg, paths.cwd)
     return findings
 
 

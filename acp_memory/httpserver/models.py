@@ -105,7 +105,22 @@ class SessionDeleted(CamelModel):
 # -- memory --------------------------------------------------------------------------------
 
 
-class RootInfo(CamelModel):
+class NamesRoot(CamelModel):
+    """An answer that names a root: `shared`, the project key, only when that root is the
+    team's shared project memory (memory.shared)."""
+
+    shared: str | None = Field(default=None, description="the project key when this is the "
+                               "team's shared project memory (memory.shared); absent otherwise")
+
+    @model_serializer(mode="wrap")
+    def _shared_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("shared") is None:
+            data.pop("shared", None)
+        return data
+
+
+class RootInfo(NamesRoot):
     root: Root
     dir: str
 
@@ -118,7 +133,7 @@ class TreeEntry(CamelModel):
     modified: str = Field(description="ISO 8601, UTC")
 
 
-class MemoryTree(CamelModel):
+class MemoryTree(NamesRoot):
     object: Literal["memory_tree"] = "memory_tree"
     roots: list[RootInfo] | None = Field(default=None, description="without `root`")
     root: Root | None = None
@@ -137,7 +152,7 @@ class DirBody(Request):
     path: str
 
 
-class MemoryFile(CamelModel):
+class MemoryFile(NamesRoot):
     object: Literal["memory_file"] = "memory_file"
     root: Root
     path: str
@@ -148,14 +163,14 @@ class MemoryFile(CamelModel):
     redacted: list[str] | None = Field(default=None, description="a write: secret kinds removed")
 
 
-class MemoryDelete(CamelModel):
+class MemoryDelete(NamesRoot):
     object: Literal["memory_delete"] = "memory_delete"
     root: Root
     path: str
     deleted: int = Field(description="notes removed")
 
 
-class MemoryDir(CamelModel):
+class MemoryDir(NamesRoot):
     object: Literal["memory_dir"] = "memory_dir"
     root: Root
     path: str
@@ -175,7 +190,7 @@ class ChangeSourceInfo(CamelModel):
                                 "redacted")
 
 
-class MemoryChange(CamelModel):
+class MemoryChange(NamesRoot):
     """One journaled change, as `notes log --json` prints it."""
 
     id: str = Field(description="chg_ and 12 hex digits (pnd_ for a pending change)")
@@ -189,10 +204,12 @@ class MemoryChange(CamelModel):
 
     @model_serializer(mode="wrap")
     def _without_undoes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # The pinned object has `undoes` on an undo only; the source keeps its nulls.
+        # The pinned object has `undoes` on an undo only, `shared` on a shared root's change
+        # only; the source keeps its nulls.
         data: dict[str, Any] = handler(self)
-        if data.get("undoes") is None:
-            data.pop("undoes", None)
+        for key in ("undoes", "shared"):
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
 
@@ -209,7 +226,7 @@ class UndoBody(Request):
                         "edit")
 
 
-class MemoryUndo(CamelModel):
+class MemoryUndo(NamesRoot):
     object: Literal["memory_undo"] = "memory_undo"
     change_id: str | None = Field(description="the undo's own change in the history")
     undone: MemoryChange = Field(description="the change undone")

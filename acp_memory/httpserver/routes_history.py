@@ -29,6 +29,7 @@ from acp_memory.httpserver.routes_sessions import SessionId
 from acp_memory.memory.history.records import Change, Held
 from acp_memory.memory.history.service import History
 from acp_memory.memory.history.summary import change_json
+from acp_memory.memory.shared.key import shared_key_of
 from acp_memory.memory.store import MemoryStore
 
 ROOTS = {scope: root for root, scope in SCOPES.items()}  # the store's scope -> the API's root
@@ -100,6 +101,7 @@ def _undo(store: MemoryStore, body: UndoBody) -> MemoryUndo:
         change_id=done.undo_id,
         undone=_change(done.change, history),
         root=root,  # type: ignore[arg-type]
+        shared=shared_key_of(store.roots, done.change.scope, done.change.root),
         path=done.change.path,
         restored=done.restored,
         redacted=done.redacted,
@@ -123,4 +125,6 @@ def _decide(store: MemoryStore, pending_id: str, body: DecisionBody) -> MemoryDe
 
 
 def _change(change: Change | Held, history: History) -> MemoryChange:
-    return MemoryChange.model_validate(change_json(change, history.journal, ROOTS[change.scope]))
+    shared = shared_key_of(history.store.roots, change.scope, change.root)
+    return MemoryChange.model_validate(
+        change_json(change, history.journal, ROOTS[change.scope], shared))

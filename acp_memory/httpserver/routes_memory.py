@@ -34,6 +34,7 @@ from acp_memory.memory.history.journal import JournalError
 from acp_memory.memory.history.undo import ChangedSince, UnknownChange
 from acp_memory.memory.redact import redact
 from acp_memory.memory.roots import Location
+from acp_memory.memory.shared.key import shared_key_of
 from acp_memory.memory.store import MemoryStore, NoteError
 from acp_memory.timestamps import iso
 
@@ -106,7 +107,8 @@ def _tree(store: MemoryStore, root: Root | None, path: str) -> MemoryTree:
         roots = store.roots
         return MemoryTree(
             roots=[
-                RootInfo(root=name, dir=str(roots.root_of(scope)))  # type: ignore[arg-type]
+                RootInfo(root=name, dir=str(roots.root_of(scope)),  # type: ignore[arg-type]
+                         shared=shared_key_of(roots, scope))
                 for name, scope in SCOPES.items()
                 if scope in roots.scopes()
             ]
@@ -117,6 +119,7 @@ def _tree(store: MemoryStore, root: Root | None, path: str) -> MemoryTree:
         raise ApiError(404, f"no folder {root}:{loc.rel}")
     return MemoryTree(
         root=root,
+        shared=shared_of(store, root),
         path=loc.rel,
         entries=[
             TreeEntry(
@@ -134,7 +137,7 @@ def _tree(store: MemoryStore, root: Root | None, path: str) -> MemoryTree:
 def _read(store: MemoryStore, root: Root, path: str) -> MemoryFile:
     loc = _existing(store.note_location(_address(root, path)), root)
     _, content = store.read(loc.display)
-    return MemoryFile(root=root, path=loc.rel, content=content)
+    return MemoryFile(root=root, shared=shared_of(store, root), path=loc.rel, content=content)
 
 
 def _write(store: MemoryStore, body: NoteBody) -> MemoryFile:
@@ -151,6 +154,7 @@ def _write(store: MemoryStore, body: NoteBody) -> MemoryFile:
     loc = store.note_location(result.path)
     return MemoryFile(
         root=body.root,
+        shared=shared_of(store, body.root),
         path=loc.rel,
         content=result.redaction.text,  # what was written
         status="updated" if result.updated else "saved",
@@ -164,12 +168,18 @@ def _delete(store: MemoryStore, root: Root, path: str) -> MemoryDelete:
         raise ApiError(400, f"{root} is a root and is never deleted; delete what is inside")
     _existing(loc, root)
     result = store.delete(loc.display)
-    return MemoryDelete(root=root, path=loc.rel, deleted=result.notes_removed)
+    return MemoryDelete(root=root, shared=shared_of(store, root), path=loc.rel,
+                        deleted=result.notes_removed)
 
 
 def _mkdir(store: MemoryStore, root: Root, path: str) -> MemoryDir:
     loc, created = store.mkdir(_address(root, path))
-    return MemoryDir(root=root, path=loc.rel, created=created)
+    return MemoryDir(root=root, shared=shared_of(store, root), path=loc.rel, created=created)
+
+
+def shared_of(store: MemoryStore, root: Root) -> str | None:
+    """The project key when `root` is the team's shared project memory."""
+    return shared_key_of(store.roots, SCOPES[root])
 
 
 def api_words(message: str) -> str:

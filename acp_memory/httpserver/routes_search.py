@@ -13,11 +13,12 @@ from pydantic import Field
 from acp_memory.camel import CamelModel
 from acp_memory.httpserver.agent import HttpAgent
 from acp_memory.httpserver.errors import ApiError
-from acp_memory.httpserver.models import Root, RootIn
+from acp_memory.httpserver.models import NamesRoot, Root, RootIn
 from acp_memory.httpserver.routes_memory import SCOPES, api_words
 from acp_memory.httpserver.routes_sessions import SessionId
 from acp_memory.memory.history.provenance import Provenance, provenance
 from acp_memory.memory.search import Hit, Hits, marked
+from acp_memory.memory.shared.key import shared_key_of
 from acp_memory.memory.store import MemoryStore, NoteError
 from acp_memory.timestamps import iso
 
@@ -29,7 +30,7 @@ class SnippetRun(CamelModel):
     match: bool = Field(description="a run that matches a term of the query")
 
 
-class SearchHit(CamelModel):
+class SearchHit(NamesRoot):
     root: Root
     path: str = Field(description="relative to the root")
     score: float
@@ -51,6 +52,10 @@ class MemorySearch(CamelModel):
     )
     embeddings_unavailable: str | None = Field(
         default=None, description="why the embeddings failed: the hits are by words only"
+    )
+    offline: str | None = Field(
+        default=None, description="the shared project memory's server was out of reach: the "
+        "hits are the local copy's (`shared memory offline: synced <time>`)"
     )
 
 
@@ -75,9 +80,10 @@ def search_routes(agent: HttpAgent) -> APIRouter:
             raise ApiError(400, api_words(str(exc))) from None
         return MemorySearch(
             query=q,
-            hits=[_hit(hit, q, origin) for hit, origin in zip(hits, origins, strict=True)],
+            hits=[_hit(hit, q, origin, store) for hit, origin in zip(hits, origins, strict=True)],
             partial=True if hits.partial else None,
             embeddings_unavailable=hits.unavailable or None,
+            offline=hits.offline or None,
         )
 
     return router
@@ -99,10 +105,11 @@ def _origin(store: MemoryStore, path: str) -> Provenance | None:
     return provenance(store.journal, loc.root, loc.rel, data, mtime)
 
 
-def _hit(hit: Hit, query: str, origin: Provenance | None) -> SearchHit:
+def _hit(hit: Hit, query: str, origin: Provenance | None, store: MemoryStore) -> SearchHit:
     scope, _, rel = hit.path.partition(":")
     return SearchHit(
         root=ROOTS[scope],  # type: ignore[arg-type]
+        shared=shared_key_of(store.roots, scope),
         path=rel,
         score=hit.score,
         snippet=hit.snippet,

@@ -9,6 +9,8 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_memory.memory.cli_changes import count_notes, edit, fail, purge, rm, write
@@ -16,6 +18,7 @@ from acp_memory.memory.history_cli import HISTORY_ACTIONS, add_history_parsers, 
 
 if TYPE_CHECKING:  # the store pulls in SQLite and the stemmers: load it only to run `notes`
     from acp_memory.config import Config, Paths
+    from acp_memory.memory.roots import Location
     from acp_memory.memory.search import Hits
     from acp_memory.memory.store import MemoryStore
 
@@ -86,6 +89,21 @@ _ACTIONS = {
         "and changed (the file time) are ISO 8601 UTC, missing holds the cited paths that "
         "are gone.",
     ),
+    "import": (
+        "copy a folder of notes into a root",
+        "Copy every note and folder under DIR (default <cwd>/memory) into a folder of a root, "
+        "e.g. project: (with memory.shared on, the team's shared project notes) or global:. "
+        "Each note is saved through the same rules as the agent's saves (secrets redacted, "
+        "the size limit, a change in the history); a note already holding the same text is "
+        "left alone, a refused one is listed and the rest goes on; nothing is deleted.",
+    ),
+    "export": (
+        "write a root's notes out as files",
+        "Write every note under a folder of a root (project: or global:, or a folder of "
+        "either) as files under DIR, folders included; a file already holding the same text "
+        "is left alone, nothing is deleted. With memory.shared on, project: is the team's "
+        "shared notes (the local copy when the server cannot be reached).",
+    ),
     **HISTORY_ACTIONS,
 }
 
@@ -135,6 +153,15 @@ def add_notes_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     stale.add_argument("--days", type=int, default=None,
                        help="a note no recall has read in this many days is listed (default 90)")
     stale.add_argument("--json", action="store_true", help="print a JSON list (see above)")
+    into = action("import")
+    into.add_argument("target", metavar="FOLDER",
+                      help="where the notes go, as scope:folder, e.g. project: or global:team")
+    into.add_argument("dir", metavar="DIR", nargs="?",
+                      help="the folder of notes to copy (default <cwd>/memory)")
+    out = action("export")
+    out.add_argument("source", metavar="FOLDER",
+                     help="the notes to write out, as scope:folder, e.g. project:")
+    out.add_argument("dir", metavar="DIR", help="the folder to write them into")
     add_history_parsers(action)
 
 
@@ -169,6 +196,10 @@ def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
                 return purge(store, args)
             if action == "stale":
                 return _stale(store, args)
+            if action == "import":
+                return _import(store, args, cfg, paths)
+            if action == "export":
+                return _export(store, args, cfg)
             if action in HISTORY_ACTIONS:
                 return run_history(store, args)
         except (NoteError, MemoryPathError) as exc:
@@ -183,6 +214,7 @@ def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
 
 
 def _list(store: MemoryStore, path: str | None) -> int:
+    from acp_memory.memory.shared.key import shared_label
     from acp_memory.memory.store import NoteError
     from acp_memory.memory.tools import format_listing
 
@@ -192,7 +224,11 @@ def _list(store: MemoryStore, path: str | None) -> int:
         # A root that does not exist yet is empty; any other missing folder is a wrong path.
         if not loc.is_root and not loc.path.is_dir():
             raise NoteError(f"no such folder {loc.display}")
-        print(("\n" if i else "") + format_listing(loc.display, entries))
+        listing = format_listing(loc.display, entries)
+        if key := _shared_key(store, loc.scope):  # the head names the root: whose notes
+            head, sep, rest = listing.partition(" ")
+            listing = f"{shared_label(head, key)}{sep}{rest}"
+        print(("\n" if i else "") + listing)
     return 0
 
 
@@ -216,13 +252,16 @@ def _search(store: MemoryStore, args: argparse.Namespace, default_limit: int) ->
 
 def _print_hits(store: MemoryStore, args: argparse.Namespace, query: str, hits: Hits) -> None:
     from acp_memory.memory.roots import scope_name
+    from acp_memory.memory.shared.key import shared_json, shared_label
     from acp_memory.memory.tools import format_hits
 
     if args.json:
-        print(json.dumps([h.as_json() for h in hits], ensure_ascii=False), flush=True)
+        print(json.dumps([{**h.as_json(), **shared_json(_shared_key(store, h.path.split(":")[0]))}
+                          for h in hits], ensure_ascii=False), flush=True)
     else:
         scope = scope_name(args.scope)
-        where = " and ".join(store.roots.scopes()) if scope == "both" else scope
+        scopes = store.roots.scopes() if scope == "both" else (scope,)
+        where = " and ".join(shared_label(s, _shared_key(store, s)) for s in scopes)
         print(format_hits(query, hits, where), flush=True)
 
 
@@ -277,15 +316,77 @@ def _index_root(store: MemoryStore, scope: str, unavailable: str) -> str:
     return unavailable
 
 
+def _import(store: MemoryStore, args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
+    from acp_memory.memory.shared.transfer import TransferStopped, import_notes
+
+    source = Path(args.dir).expanduser().absolute() if args.dir else paths.cwd / "memory"
+    if not source.is_dir():
+        return fail(f"{source}: no such folder")
+    into = store.locate(args.target)
+    offline = _offline(cfg, _shared_key(store, into.scope))
+    try:
+        done = import_notes(store, args.target, source, offline)
+    except TransferStopped as exc:
+        return fail(f"{exc}; writes refused, the import stopped (a note already imported "
+                    "stays; `notes import` again goes on)")
+    for path, why in done.refused:
+        fail(f"{path} not imported: {why}")
+    print(f"imported {count_notes(done.copied)} into {_root_label(store, into)}: "
+          f"{done.counts('updated')}")
+    return 1 if done.refused else 0
+
+
+def _export(store: MemoryStore, args: argparse.Namespace, cfg: Config) -> int:
+    from acp_memory.memory.shared.transfer import export_notes
+
+    dest = Path(args.dir).expanduser().absolute()
+    start = store.locate(args.source)
+    done = export_notes(store, args.source, dest)
+    for path, why in done.refused:
+        fail(f"{path} not exported: {why}")
+    if (offline := _offline(cfg, _shared_key(store, start.scope))()) is not None:
+        fail(f"{offline}; exported the local copy")
+    print(f"exported {count_notes(done.copied)} from {_root_label(store, start)} to {dest}: "
+          f"{done.counts('replaced')}")
+    return 1 if done.refused else 0
+
+
+def _shared_key(store: MemoryStore, scope: str) -> str | None:
+    """The project key when `scope` is a shared project root."""
+    from acp_memory.memory.shared.key import shared_key_of
+
+    return shared_key_of(store.roots, scope)
+
+
+def _root_label(store: MemoryStore, loc: Location) -> str:
+    """`project (shared: <key>)`, `global`, or a folder's `scope:folder/`, as people read it."""
+    from acp_memory.memory.shared.key import shared_label
+
+    text = loc.scope if loc.is_root else f"{loc.display}/"
+    return shared_label(text, _shared_key(store, loc.scope))
+
+
+def _offline(cfg: Config, key: str | None) -> Callable[[], str | None]:
+    """What says, after a refused write, that the shared server went away (None: it did not)."""
+    if key is None or not cfg.memory.shared.dsn:
+        return lambda: None
+    from acp_memory.memory.shared.database import database_for
+
+    database = database_for(cfg.memory.shared.dsn)
+    return lambda: None if database.online or not database.last_error else database.last_error
+
+
 def _stale(store: MemoryStore, args: argparse.Namespace) -> int:
     from acp_memory.memory.facts import OLD_DAYS, stale_notes
+    from acp_memory.memory.shared.key import shared_json
 
     days = OLD_DAYS if args.days is None else args.days
     if days < 1:
         return fail("--days must be at least 1", 2)
     found = stale_notes(store, days)
     if args.json:
-        print(json.dumps([n.as_json() for n in found], ensure_ascii=False))
+        print(json.dumps([{**n.as_json(), **shared_json(_shared_key(store, n.scope))}
+                          for n in found], ensure_ascii=False))
         return 0
     if not found:
         print(f"no stale notes: every cited path is in {store.roots.cwd} and every note was "

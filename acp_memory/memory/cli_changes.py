@@ -123,14 +123,16 @@ def write(store: MemoryStore, path: str) -> int:
 
 
 def purge(store: MemoryStore, args: argparse.Namespace) -> int:
-    from acp_memory.memory.history.purge import purge as purge_history
     from acp_memory.memory.history.summary import counted
     from acp_memory.memory.history.undo import journal_of
     from acp_memory.memory.store import NoteError
 
     loc = store.locate(args.path)
     journal = journal_of(store)
-    what = f"the whole history of {loc.display}" + (
+    # A shared path's history is the whole team's: every agent on the repository loses it.
+    key = store.roots.shared_key if loc.scope == "project" else None
+    what = (f"the whole team's history of {loc.display} (shared: {key})" if key
+            else f"the whole history of {loc.display}") + (
         "" if loc.is_note_path else " and of everything under it")
     if not args.yes:
         if sys.stdin is None or not sys.stdin.isatty():
@@ -141,7 +143,7 @@ def purge(store: MemoryStore, args: argparse.Namespace) -> int:
             print("nothing was purged", file=sys.stderr)
             return 1
     with store.locked(loc, "purge the history of"):  # a dead writer's change settled first
-        count, purge_id = purge_history(journal, (loc.scope, loc.root, loc.rel), store.source)
+        count, purge_id = journal.purge((loc.scope, loc.root, loc.rel), store.source)
     if purge_id is None:
         print(f"no changes of {loc.display} in the memory history: nothing was purged")
     else:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the journal is SQLite: load it only to run one of these actions
+    from acp_memory.memory.history.records import Change, Held
     from acp_memory.memory.history.service import History
     from acp_memory.memory.store import MemoryStore
 
@@ -87,14 +88,24 @@ def run_history(store: MemoryStore, args: argparse.Namespace) -> int:
         if args.notes_action == "undo":
             return _undo(history, args)
         if args.notes_action == "pending":
-            return _pending(history, args)
+            return _pending(store, history, args)
         return _decide(history, args)
     except JournalError as exc:
         raise NoteError(str(exc)) from None
 
 
+def _json(store: MemoryStore, change: Change | Held, history: History) -> dict[str, Any]:
+    """A change as `--json` prints it: a shared project root's adds its key."""
+    from acp_memory.memory.history.summary import change_json
+    from acp_memory.memory.shared.key import shared_key_of
+
+    return change_json(change, history.journal, change.scope,
+                       shared_key_of(store.roots, change.scope, change.root))
+
+
 def _log(store: MemoryStore, history: History, args: argparse.Namespace) -> int:
-    from acp_memory.memory.history.summary import change_json, change_line
+    from acp_memory.memory.history.summary import change_line
+    from acp_memory.memory.shared.key import shared_key_of, shared_label
 
     if args.limit < 0:
         return _usage("--limit must be 0 (all) or more")
@@ -108,10 +119,10 @@ def _log(store: MemoryStore, history: History, args: argparse.Namespace) -> int:
     else:
         changes = history.changes(limit=args.limit)
     if args.json:
-        print(json.dumps([change_json(c, history.journal, c.scope) for c in changes],
-                         ensure_ascii=False))
+        print(json.dumps([_json(store, c, history) for c in changes], ensure_ascii=False))
     elif not changes:
-        where = args.path or " or ".join(store.roots.scopes())
+        where = args.path or " or ".join(shared_label(scope, shared_key_of(store.roots, scope))
+                                         for scope in store.roots.scopes())
         print(f"no changes of {where} in the memory history")
     else:
         for change in changes:
@@ -155,13 +166,12 @@ def _undo(history: History, args: argparse.Namespace) -> int:
     return 0
 
 
-def _pending(history: History, args: argparse.Namespace) -> int:
-    from acp_memory.memory.history.summary import change_json, change_line
+def _pending(store: MemoryStore, history: History, args: argparse.Namespace) -> int:
+    from acp_memory.memory.history.summary import change_line
 
     held = history.held()
     if args.json:
-        print(json.dumps([change_json(h, history.journal, h.scope) for h in held],
-                         ensure_ascii=False))
+        print(json.dumps([_json(store, h, history) for h in held], ensure_ascii=False))
     elif not held:
         print("no changes are waiting for approval")
     else:

@@ -18,6 +18,7 @@ from html import escape
 from pathlib import Path
 
 from acp_memory.config import Config, Paths
+from acp_memory.memory.journaled import shared_project
 from acp_memory.memory.roots import (
     FolderEntry,
     Location,
@@ -46,7 +47,10 @@ def session_memory(cfg: Config, paths: Paths, cwd: str) -> str | None:
     """The snapshot for a new session in cwd, or None when memory.inline is off."""
     if not cfg.memory.inline:
         return None
-    return snapshot(Roots.from_config(cfg, paths, Path(cwd)))
+    roots = Roots.from_config(cfg, paths, Path(cwd))
+    if (shared := shared_project(cfg, paths, roots)) is not None:
+        shared.refresh()  # the team's notes as they are now (offline: the copy as it stands)
+    return snapshot(roots)
 
 
 def snapshot(roots: Roots) -> str:

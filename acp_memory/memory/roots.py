@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -135,16 +136,29 @@ class Roots:
     workspace: Path | None = None
     # The session's cwd, against which the paths a note cites are checked.
     cwd: Path | None = None
+    # The project's key when its notes are shared (`memory.shared`): the project root is then
+    # this process's local copy of them, a cache under the home (`shared_copy_folder`).
+    shared_key: str | None = None
 
     @classmethod
     def from_config(cls, cfg: Config, paths: Paths, cwd: Path | None = None) -> Roots:
-        """Global root: memory.dir or `<home>/memory`; project root: `<cwd or paths.cwd>/memory`."""
+        """Global root: memory.dir or `<home>/memory`; project root: `<cwd or paths.cwd>/memory`,
+        or with `memory.shared.dsn` set and a project key for the cwd, the local copy of the
+        key's shared notes."""
         configured = cfg.memory.dir.strip()
-        global_root = Path(expand(configured)) if configured else paths.home / "memory"
+        global_root = Path(expand(configured)).absolute() if configured else (
+            paths.home / "memory").absolute()
         project_cwd = Path(cwd if cwd is not None else paths.cwd).absolute()
+        if cfg.memory.shared.dsn.strip():
+            from acp_memory.memory.shared.key import project_key  # git runs only when shared
+
+            key, _ = project_key(cfg.memory.shared.project, project_cwd)  # why: the runtime's
+            if key is not None:
+                notes = shared_copy_folder(paths.cache_dir, key) / "notes"
+                return cls(global_root, notes, None, project_cwd, key)
         refuse = cfg.memory.project_root_symlinks == "refuse"
-        return cls(global_root.absolute(), project_cwd / "memory",
-                   project_cwd if refuse else None, project_cwd)
+        return cls(global_root, project_cwd / "memory", project_cwd if refuse else None,
+                   project_cwd)
 
     def project_refusal(self) -> str | None:
         """Why the project root is refused (it links outside the workspace), or None.
@@ -206,6 +220,12 @@ class Roots:
         loc = Location(scope, parts, root, root.joinpath(*parts))
         ensure_inside(loc, real_root)
         return loc
+
+
+def shared_copy_folder(cache_dir: Path, key: str) -> Path:
+    """The folder of this process's local copy of the shared notes of key (the notes under its
+    `notes`), named by the key's hash: a key is a URL-like string, not a safe file name."""
+    return cache_dir / "shared" / hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 _warned: set[str] = set()

@@ -34,15 +34,18 @@ class Hit:
 
 class Hits(Ranked[Hit]):
     """Search results, best first; `partial` when the files were scanned because an index was
-    still being built, `unavailable` the reason the embeddings failed (words only then)."""
+    still being built, `unavailable` the reason the embeddings failed (words only then),
+    `offline` a shared project root's marker when its server was out of reach (the hits are
+    the local copy's: `shared memory offline: synced <time>`)."""
 
     def __init__(
         self, items: Iterable[Hit] = (), total: int = 0, *, partial: bool = False,
-        unavailable: str = "",
+        unavailable: str = "", offline: str = "",
     ) -> None:
         super().__init__(items, total)
         self.partial = partial
         self.unavailable = unavailable
+        self.offline = offline
 
 
 # A found note: (scope, root, path relative to the root, score).

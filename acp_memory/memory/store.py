@@ -2,10 +2,13 @@
 
 Every write is redacted, bounded, atomic (temp file, fsync, rename) and done under an exclusive
 flock on the root folder itself, which holds across threads and processes alike and puts no
-file in the folder people commit.
+file in the folder people commit (`journaled.py`: the lock and the history).
 
-Every change is journaled (`history/journal.py`) with the store's `source`, atomically with the
-write: intent, write, done, all under the root's lock.
+Every change is journaled with the store's `source`, atomically with the write: in the disk
+journal (`history/journal.py`) intent, write, done, all under the root's lock; for a shared
+project root (`memory.shared`) in its database, one transaction holding the project's lock that
+commits before the local copy is written (the copy only ever lags the server, never leads it).
+Reading a shared root catches its local copy up first (at most once a second).
 
 A store owns the search indexes and the journal it opens unless it is given shared ones;
 `close()` (or `with`) releases what it owns, after writing the read stamps it collected.
@@ -13,12 +16,9 @@ A store owns the search indexes and the journal it opens unless it is given shar
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import glob
 import logging
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +26,18 @@ from pathlib import Path
 from acp_memory.atomic import write_atomic
 from acp_memory.config import Config, Paths
 from acp_memory.llm.embeddings import Embeddings, embeddings_for
-from acp_memory.memory.history.journal import Journal, JournalError
+from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.journals import Journals
 from acp_memory.memory.history.records import ChangeSource
 from acp_memory.memory.history.runs import RunCost
 from acp_memory.memory.history.states import EMPTY_FOLDER, Captured, capture, remove
 from acp_memory.memory.index.indexes import DEFAULT_MAX_ROOTS, ClosedOnExit, SearchIndexes
+from acp_memory.memory.journaled import (
+    JournaledRoots,
+    NoteError,
+    SharedProject,
+    shared_project,
+)
 from acp_memory.memory.redact import Redaction, redact
 from acp_memory.memory.roots import (
     NOTE_SUFFIXES,
@@ -38,7 +45,6 @@ from acp_memory.memory.roots import (
     CheckedRoots,
     FolderEntry,
     Location,
-    MemoryPathError,
     Roots,
     is_note_name,
     scope_name,
@@ -46,19 +52,10 @@ from acp_memory.memory.roots import (
 )
 from acp_memory.memory.search import Hits, search_notes
 from acp_memory.text.naming import name_from_title
-from acp_memory.timestamps import iso
 
 log = logging.getLogger(__name__)
 
 CLI = ChangeSource("cli")  # the surface a store's changes come from unless it is told
-
-# Where earlier versions kept the root's lock, inside the root: removed when seen.
-LEGACY_LOCK_NAME = ".acp-memory.lock"
-
-
-class NoteError(Exception):
-    """A refused memory operation; the message is written for a model or a user to read."""
-
 
 @dataclass(frozen=True)
 class SaveResult:
@@ -86,12 +83,13 @@ def indexes_for(cfg: Config, paths: Paths) -> SearchIndexes:
 
 
 def journal_for(cfg: Config, paths: Paths) -> Journal:
-    """The journal of every note change, under the home (never inside a root)."""
+    """The journal of every note change in a root on disk, under the home (never inside a
+    root)."""
     return Journal(paths.history_dir / "journal.sqlite3", cfg.memory.history_days,
                    cfg.memory.pending_days)
 
 
-class MemoryStore(ClosedOnExit):
+class MemoryStore(JournaledRoots, ClosedOnExit):
     """The notes of a global and a project root, with search backed by a cache-folder index."""
 
     def __init__(
@@ -104,21 +102,17 @@ class MemoryStore(ClosedOnExit):
         indexes: SearchIndexes | None = None,
         max_index_roots: int = DEFAULT_MAX_ROOTS,
         embeddings: Embeddings | None = None,
-        journal: Journal | None = None,
+        journal: Journal | Journals | None = None,
         source: ChangeSource = CLI,
+        shared: SharedProject | None = None,
     ) -> None:
-        self.roots = roots
+        super().__init__(roots, indexes or SearchIndexes(cache_dir, max_index_roots, embeddings),
+                         journal, source, shared, lock_timeout)
         self.cache_dir = cache_dir
         self.max_note_bytes = max_note_bytes
-        self.lock_timeout = lock_timeout  # seconds a write waits for another process's lock
         self._owns_indexes = indexes is None
-        self.indexes = indexes or SearchIndexes(cache_dir, max_index_roots, embeddings)
         self._said_unavailable = False  # the embeddings' failure is told once per store
-        # Without a journal (tests of the store alone) changes are not recorded.
-        self.journal = journal
         self._owns_journal = False
-        self.source = source  # who is changing the notes through this store
-        self._reads: dict[tuple[Path, str], str] = {}  # (root, rel): when, until close()
 
     @classmethod
     def from_config(
@@ -135,14 +129,20 @@ class MemoryStore(ClosedOnExit):
 
         Give every session's store the same `indexes` so that a root is indexed once per
         process; without one the store opens its own (with the configured embeddings), which
-        `close()` releases. The same goes for the journal.
+        `close()` releases. The same goes for the disk journal (a shared project root's
+        belongs to the process).
         """
-        store = cls(Roots.from_config(cfg, paths, cwd), paths.cache_dir,
-                    cfg.memory.max_note_bytes, indexes=indexes,
+        roots = Roots.from_config(cfg, paths, cwd)
+        shared = shared_project(cfg, paths, roots)
+        store = cls(roots, paths.cache_dir, cfg.memory.max_note_bytes, indexes=indexes,
                     max_index_roots=cfg.memory.index_max_roots,
                     embeddings=embeddings_for(cfg) if indexes is None else None,
-                    journal=journal or journal_for(cfg, paths), source=source)
+                    journal=Journals(journal or journal_for(cfg, paths),
+                                     [shared.journal] if shared else []),
+                    source=source, shared=shared)
         store._owns_journal = journal is None
+        if shared is not None:  # every surface's keeper (`notes index`, HTTP) shares vectors
+            shared.share_vectors(store.indexes)
         return store
 
     def close(self, run: RunCost | None = None) -> None:
@@ -157,33 +157,10 @@ class MemoryStore(ClosedOnExit):
 
     # -- reading -------------------------------------------------------------------------------
 
-    def stamp_read(self, loc: Location) -> None:
-        """A memory run read the note at loc now: kept here and journaled with the store's
-        other stamps when it closes (the run's end), in one write, so that concurrent runs do
-        not queue on the journal for each read."""
-        if self.journal is not None:
-            self._reads[(loc.root, loc.rel)] = iso(self.journal.now())
-
-    def _write_reads(self, run: RunCost | None) -> None:
-        reads, self._reads = self._reads, {}
-        if (not reads and run is None) or self.journal is None:
-            return
-        stamps = list(reads.items())  # at once: an abandoned read's thread may still add one
-        try:
-            self.journal.mark_reads(((root, rel, when) for (root, rel), when in stamps), run)
-        except JournalError as exc:  # a missed stamp only makes `notes stale` stricter
-            cost = f" and the cost of {run.task_id}" if run is not None else ""
-            log.warning("read stamps%s not recorded: %s", cost, exc)
-
-    def locate(self, path: str, checked: CheckedRoots | None = None) -> Location:
-        try:
-            return self.roots.locate(path, checked)
-        except MemoryPathError as exc:
-            raise NoteError(str(exc)) from None
-
     def list_dir(self, path: str) -> tuple[Location, list[FolderEntry]]:
         """One level of a folder, folders first; a missing folder is an empty listing."""
         loc = self.locate(path)
+        self.refresh((loc.scope,))
         if loc.path.is_file():
             raise NoteError(f"{loc.display} is a note, not a folder; read it instead")
         entries = sorted(visible_entries(loc), key=lambda e: (not e.is_dir, e.loc.parts[-1]))
@@ -199,6 +176,7 @@ class MemoryStore(ClosedOnExit):
         """A note's bytes as they are on disk, and the modification time of those bytes
         (`checked`: as `Roots.join`'s)."""
         loc = self.note_location(path, checked)
+        self.refresh((loc.scope,))
         if loc.path.is_dir():
             raise NoteError(f"{loc.display} is a folder; list it to see its notes")
         try:
@@ -224,7 +202,9 @@ class MemoryStore(ClosedOnExit):
             raise NoteError("the query is empty; give a few words or an identifier")
         if limit < 1:
             raise NoteError(f"the limit is {limit}; ask for at least 1 hit")
+        offline = self.refresh(scopes)
         hits = search_notes(self.roots, self.indexes, query, scopes, limit)
+        hits.offline = offline
         if hits.unavailable:
             if self._said_unavailable:
                 hits.unavailable = ""
@@ -400,113 +380,6 @@ class MemoryStore(ClosedOnExit):
             )
         return loc
 
-    def _ensure_inside(self, loc: Location) -> None:
-        # Checked again under the lock: a symlink may have appeared since locate().
-        try:
-            self.roots.join(loc.scope, loc.rel)
-        except MemoryPathError as exc:
-            raise NoteError(str(exc)) from None
-
-    @contextlib.contextmanager
-    def recording(
-        self,
-        loc: Location,
-        action: str,
-        before: Captured,
-        after: Captured,
-        *,
-        undoes: str | None = None,
-        source: ChangeSource | None = None,
-        releases: str | None = None,
-    ) -> Iterator[str | None]:
-        """Journal the change of loc from before to after that the caller makes inside,
-        holding the root's lock, as made by source (default the store's); yields the change's
-        id (None when nothing is recorded). A journal that cannot be written refuses the
-        change before anything is written. `releases`: the held change this one makes,
-        dropped when it completes."""
-        if self.journal is None or before.state == after.state:
-            yield None  # no history kept, or nothing changes: nothing to record
-            return
-        try:
-            recording = self.journal.recording(
-                (loc.scope, loc.root, loc.rel), action, before, after, source or self.source,
-                current=lambda: capture(loc.path), undoes=undoes, releases=releases)
-            with recording as change_id:
-                yield change_id
-        except JournalError as exc:
-            raise NoteError(f"cannot record the change of {loc.display} in {exc}; "
-                            "nothing was written") from None
-        except MemoryPathError as exc:  # a record of the history that would leave the root
-            raise NoteError(f"cannot {action} {loc.display}: {exc}") from None
-
-    @contextlib.contextmanager
-    def locked(self, loc: Location, doing: str) -> Iterator[None]:
-        """Hold loc's root lock (as every write does), intents a dead writer left settled."""
-        with self._locked(loc, doing):
-            yield
-
-    def settle(self) -> None:
-        """Settle the changes a writer that died mid-change left in the journal, before the
-        history is read: each root with such intents is locked briefly (the others, never)."""
-        if self.journal is None:
-            return
-        for scope in self.roots.scopes():
-            loc = self.locate(f"{scope}:")
-            if self.journal.has_intents(loc.root):
-                with self._locked(loc, "settle the history of"):
-                    pass  # taking the lock settles them
-
-    @contextlib.contextmanager
-    def _locked(self, loc: Location, doing: str) -> Iterator[None]:
-        """Hold the root's lock; a file system error (a read-only folder, say) on the way
-        or inside becomes a NoteError naming the note and the file."""
-        try:
-            # A root not made yet is made first (the write would make it anyway), so that the
-            # lock is always the root's own: its parent may be a home or a workspace.
-            loc.root.mkdir(parents=True, exist_ok=True)
-            # The lock is the folder's own: it needs no write access and adds no file to it.
-            fd = os.open(loc.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise NoteError(f"cannot {doing} {loc.display}: {_describe(exc)}") from None
-        try:
-            _acquire(fd, loc.scope, self.lock_timeout)
-            with contextlib.suppress(OSError):  # absent, or a read-only root: nothing to do
-                (loc.root / LEGACY_LOCK_NAME).unlink()
-            self._recover(loc.root)
-            yield
-        except OSError as exc:
-            raise NoteError(f"cannot {doing} {loc.display}: {_describe(exc)}") from None
-        finally:
-            os.close(fd)  # closing releases the lock
-        self.indexes.notes_changed(loc.root)
-
-    def _recover(self, root: Path) -> None:
-        """Settle what a writer that died mid-change left in the journal (under the lock, so
-        no live writer's intent is taken for a dead one's)."""
-        if self.journal is None:
-            return
-        try:
-            self.journal.recover(root, lambda rel: capture(root / rel) if rel else Captured(None))
-        except JournalError as exc:
-            log.warning("cannot settle the memory history: %s", exc)
-
-
-def _acquire(fd: int, scope: str, timeout: float) -> None:
-    # Polled rather than blocking: a process that holds the lock forever (stopped in a
-    # debugger, say) must cost a clear error, not a hung tool.
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise NoteError(
-                    f"the {scope} root is locked by another process; nothing was written, "
-                    "try again"
-                ) from None
-            time.sleep(0.005)
-
 
 def _check_note_target(loc: Location) -> None:
     target = loc.path
@@ -514,12 +387,6 @@ def _check_note_target(loc: Location) -> None:
         raise NoteError(f"no note or folder at {loc.display}; nothing was deleted")
     if not is_note_name(target.name):
         raise NoteError(f"{loc.display} is not a note; only .md and .txt files are notes")
-
-
-def _describe(exc: OSError) -> str:
-    """`file: reason`, the file as the system named it."""
-    reason = exc.strerror or str(exc)
-    return f"{os.fsdecode(exc.filename)}: {reason}" if exc.filename is not None else reason
 
 
 def _notes_under(folder: Path) -> Iterator[Path]:

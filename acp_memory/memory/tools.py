@@ -65,6 +65,8 @@ def search_notices(hits: Hits) -> list[str]:
     notices = ["(index still building: direct scan)"] if hits.partial else []
     if hits.unavailable:
         notices.append(f"(embeddings unavailable: {hits.unavailable}; words only)")
+    if hits.offline:
+        notices.append(f"({hits.offline})")
     return notices
 
 

@@ -81,6 +81,12 @@ class Watcher:
             raise OSError(ctypes.get_errno(), f"cannot watch {folder}")
         self._dirs[wd] = rel
 
+    def fileno(self) -> int:
+        """The inotify descriptor, readable once an event is queued (for a caller that waits
+        for a change rather than polling)."""
+        assert self._fd is not None
+        return self._fd
+
     def drain(self) -> Changes:
         """Everything queued since the last drain."""
         changes = Changes()

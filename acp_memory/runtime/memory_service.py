@@ -37,6 +37,7 @@ from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore, indexes_for, journal_for
 from acp_memory.oserror import os_error_text
 from acp_memory.runtime.memory_agent import MemoryLaunch
+from acp_memory.runtime.shared_memory import SharedMemory
 from acp_memory.runtime.subagents import log_line, run_child_turn
 from acp_memory.sessions.model import new_session_id
 from acp_memory.sessions.store import Session
@@ -144,6 +145,8 @@ class MemoryService:
         self._keeper: IndexKeeper | None = None
         self._running: dict[Task, TaskPool] = {}
         self._bookkeeping: set[anyio.Event] = set()
+        # The shared project roots (memory.shared) of the sessions served.
+        self.shared = SharedMemory(cfg, paths, host.owner)
 
     @property
     def clock(self) -> Clock:
@@ -167,6 +170,14 @@ class MemoryService:
         with contextlib.suppress(RuntimeError):  # no owner: not running (a search builds)
             self._keeper.keep([root for root in wanted if not indexes.ready(root)
                                or root.absolute() in indexes.vectors_behind])
+
+    def open_shared(self, session_id: str, cwd: str) -> None:
+        """A session opened in cwd: when its project root is shared, its local copy is kept
+        caught up from now on, and an outage or notes not yet imported are said once."""
+        if not self.cfg.memory.shared.dsn.strip():
+            return
+        roots = Roots.from_config(self.cfg, self.paths, Path(cwd))
+        self.shared.open(session_id, roots, self.indexes())
 
     def journal(self) -> Journal:
         """The journal of note changes every store of this surface shares."""
@@ -373,6 +384,7 @@ class MemoryService:
     def close(self) -> None:
         """The runner stopped: no run is in flight any more, the indexes close."""
         self._running.clear()
+        self.shared.close()
         self.bounds = RunBounds(self.bounds.session_limit, int(self.bounds.process.total_tokens))
         if self._indexes is not None:
             self._indexes.close()

@@ -225,6 +225,7 @@ class SessionRunner:
         cwd = session.record.cwd
         if self.memory_enabled(session) and self._indexed.get(session.id) != cwd:
             self.memory.open_indexes(cwd)
+            self.memory.open_shared(session.id, cwd)
             self._indexed[session.id] = cwd
         await self.hooks.start(session, source)
 
@@ -319,6 +320,7 @@ class SessionRunner:
             pool.close_nowait(reason)
         self.mcp.release(session_id)  # started again by its next turn
         self._indexed.pop(session_id, None)  # opened again by its next opening
+        self.memory.shared.closed(session_id)
 
     async def close_session(self, session: Session) -> None:
         """Free what `session` holds in this surface once its turn has ended (a client closed
@@ -327,6 +329,7 @@ class SessionRunner:
         MCP servers) is let go here too."""
         await self.memory.drain(session.id)
         self._indexed.pop(session.id, None)
+        self.memory.shared.closed(session.id)
         pool = self._pools.pop(session.id, None)
         if pool is not None:
             await pool.aclose("stopped: the session was closed")

@@ -9,9 +9,6 @@ ACP_MEMORY_BROWSER_TESTS=required, as .ci/run sets it, they fail instead.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,27 +28,22 @@ except ImportError:  # selenium is not installed
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """`acp-memory http` on a free port, with a config and notes in both roots."""
+def browser_ready() -> None:
+    """Skips (or, where required, fails) a module's tests without a browser to drive."""
     if webpage is None:
         _unavailable("selenium is not installed: pip install '.[test]'")
     if webpage.find_browser() is None:
         _unavailable(f"no Chromium with chromium-driver; install them: {webpage.INSTALL}")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, browser_ready: None) -> Iterator[Any]:
+    """`acp-memory http` on a free port, with a config and notes in both roots."""
     base = tmp_path_factory.mktemp("site")
     home, project = base / "home", base / "project"
     webpage.seed(home, project)
-    env = {k: v for k, v in os.environ.items() if k != "ACP_MEMORY_HOME"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "acp_memory", "http", "--home", str(home), "--cwd", str(project),
-         "--port", "0", "--log-level", "error"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-    )
-    try:
-        yield webpage.Site(webpage.listening_url(proc.stderr), home, project)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=webpage.BOUND_S)
-        assert proc.returncode == 0, err.decode(errors="replace")
+    with webpage.serve(home, project) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

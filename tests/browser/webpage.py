@@ -3,12 +3,16 @@ with explicit waits and screenshots."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
 import shutil
+import signal
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +84,24 @@ def seed(home: Path, project: Path) -> None:
     (home / "memory" / "fruit.md").write_text("My favourite fruit is the mango.\n")
     (project / "memory" / "api" / "auth.md").write_text(AUTH_NOTE)
     (project / "memory" / "todo.md").write_text("# Todo\n\n- ship the page\n")
+
+
+@contextlib.contextmanager
+def serve(home: Path, project: Path) -> Iterator[Site]:
+    """`acp-memory http` on a free port over `home`, its cwd `project`, until the block ends
+    (stopped as by SIGTERM, which must end it cleanly)."""
+    env = {k: v for k, v in os.environ.items() if k != "ACP_MEMORY_HOME"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "acp_memory", "http", "--home", str(home), "--cwd", str(project),
+         "--port", "0", "--log-level", "error"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+    )
+    try:
+        yield Site(listening_url(proc.stderr), home, project)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=BOUND_S)
+        assert proc.returncode == 0, err.decode(errors="replace")
 
 
 def listening_url(stderr: Any, bound_s: float = BOUND_S) -> str:

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from acp_memory.memory import rootlock as rootlock_module
 from acp_memory.memory import store as store_module
+from acp_memory.memory.journaled import LEGACY_LOCK_NAME
 from acp_memory.memory.roots import Roots
-from acp_memory.memory.store import LEGACY_LOCK_NAME, MemoryStore, NoteError
+from acp_memory.memory.store import MemoryStore, NoteError
 from acp_memory.text.naming import MAX_NAME_CHARS, name_from_title
 
 
@@ -197,7 +199,7 @@ def test_a_folder_swapped_for_a_link_out_of_the_root_before_the_lock_is_refused_
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "victim.md").write_text("theirs")
-    acquire = store_module._acquire
+    acquire = rootlock_module._acquire
 
     def swap_once_locked(fd: int, scope: str, timeout: float) -> None:
         # Between the path's first check and the work: the race the check under the lock closes.
@@ -205,7 +207,7 @@ def test_a_folder_swapped_for_a_link_out_of_the_root_before_the_lock_is_refused_
         shutil.rmtree(root / "notes")
         (root / "notes").symlink_to(outside, target_is_directory=True)
 
-    monkeypatch.setattr(store_module, "_acquire", swap_once_locked)
+    monkeypatch.setattr(rootlock_module, "_acquire", swap_once_locked)
     work = {
         "save": lambda: store.write("global:notes/victim.md", "overwritten"),
         "mkdir": lambda: store.mkdir("global:notes/made"),

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from acp_memory.memory.history.journal import Journal, JournalError
+from acp_memory.memory.history.journals import Journals
 from acp_memory.memory.history.records import Change
 from acp_memory.memory.history.states import digest, member, note_hash
 from acp_memory.timestamps import parse_iso
@@ -45,13 +46,13 @@ def age(days: int) -> str:
     return f"{days // 30} months ago"
 
 
-def provenance(journal: Journal | None, root: Path, rel: str, data: bytes,
+def provenance(journal: Journal | Journals | None, root: Path, rel: str, data: bytes,
                mtime: float) -> Provenance:
     """Where the note at rel of root, holding data, came from."""
     return provenances(journal, [(root, rel, data, mtime)])[0]
 
 
-def provenances(journal: Journal | None,
+def provenances(journal: Journal | Journals | None,
                 notes: Sequence[tuple[Path, str, bytes, float]]) -> list[Provenance]:
     """`provenance` of each (root, rel, data, mtime), asking the journal once for all."""
     by_hand = [Provenance(datetime.fromtimestamp(mtime, UTC), HAND_EDIT)

@@ -23,10 +23,17 @@ class ChangeSource:
     session_id: str | None = None
     task_id: str | None = None
     message: str | None = None  # the first line of the turn's user message, redacted
+    # Who on the team made it (the shared project root records them; self-reported, not
+    # authentication): the OS user and the host.
+    user: str | None = None
+    host: str | None = None
 
     def as_json(self) -> dict[str, str | None]:
-        return {"surface": self.surface, "sessionId": self.session_id, "taskId": self.task_id,
-                "message": self.message}
+        shown: dict[str, str | None] = {"surface": self.surface, "sessionId": self.session_id,
+                                        "taskId": self.task_id, "message": self.message}
+        # Only when set: the disk history's JSON stays as it was.
+        shown.update({k: v for k, v in (("user", self.user), ("host", self.host)) if v})
+        return shown
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,13 @@ import json
 from typing import Any
 
 from acp_memory.memory.history.journal import Journal, JournalError
+from acp_memory.memory.history.journals import Journals
 from acp_memory.memory.history.records import Change, ChangeSource, Held
 from acp_memory.memory.history.states import DIR, NOTE, notes_in
 from acp_memory.memory.history.undo import Undone
 
 
-def summary(change: Change | Held, journal: Journal) -> str:
+def summary(change: Change | Held, journal: Journal | Journals) -> str:
     """`+3 -1 lines`, `new note, 120 bytes`, `deleted, 120 bytes`, `folder with 3 notes`..."""
     try:
         return _summary(change, journal)
@@ -21,7 +22,7 @@ def summary(change: Change | Held, journal: Journal) -> str:
         return "(content no longer kept)"
 
 
-def _summary(change: Change | Held, journal: Journal) -> str:
+def _summary(change: Change | Held, journal: Journal | Journals) -> str:
     before, after = change.before, change.after
     prefix = f"undid {change.undoes}: " if change.action == "undo" else ""
     if change.action == "purge":
@@ -59,11 +60,15 @@ def _notes(count: int) -> str:
     return counted(count, "note")
 
 
-def change_json(change: Change | Held, journal: Journal, root_name: str) -> dict[str, Any]:
+def change_json(
+    change: Change | Held, journal: Journal | Journals, root_name: str,
+    shared: str | None = None,
+) -> dict[str, Any]:
     """`{id, time, root, path, action, source: {surface, sessionId, taskId, message}, summary}`
-    (and `undoes` for an undo); root_name is how the surface names the change's root (global,
-    project or workspace). A change held for approval (`notes pending --json`, the HTTP API)
-    is shown the same way, its id a `pnd_` one."""
+    (and `undoes` for an undo, `shared` the project key of a shared root's change); root_name
+    is how the surface names the change's root (global, project or workspace). A change held
+    for approval (`notes pending --json`, the HTTP API) is shown the same way, its id a `pnd_`
+    one."""
     return {
         "id": change.id,
         "time": change.time,
@@ -73,10 +78,11 @@ def change_json(change: Change | Held, journal: Journal, root_name: str) -> dict
         "source": change.source.as_json(),
         "summary": summary(change, journal),
         **({"undoes": change.undoes} if change.undoes else {}),
+        **({"shared": shared} if shared else {}),
     }
 
 
-def change_line(change: Change | Held, journal: Journal) -> str:
+def change_line(change: Change | Held, journal: Journal | Journals) -> str:
     """One line of `notes log`, `notes pending` and `/memory log`: id, time, action,
     scope:path, the summary, and where the change came from."""
     folder = any(s and s.startswith(DIR) for s in (change.before, change.after))
@@ -87,10 +93,13 @@ def change_line(change: Change | Held, journal: Journal) -> str:
 
 
 def source_text(source: ChangeSource) -> str:
-    """`memory_run (session sess_…, task bg_3): "remember that I use uv"`."""
+    """`memory_run (session sess_…, task bg_3): "remember that I use uv"`, after who on the
+    team made it when the shared project root recorded that: `alice@laptop via memory_run …`."""
     known = [f"{what} {value}" for what, value in (("session", source.session_id),
                                                    ("task", source.task_id)) if value]
     text = source.surface + (f" ({', '.join(known)})" if known else "")
+    who = "@".join(part for part in (source.user, source.host) if part)
+    text = f"{who} via {text}" if who else text
     return text + (f": {json.dumps(source.message, ensure_ascii=False)}"
                    if source.message else "")
 

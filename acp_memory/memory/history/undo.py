@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from acp_memory.memory.history.journal import Journal
+from acp_memory.memory.history.journals import Journals
 from acp_memory.memory.history.records import Change
 from acp_memory.memory.history.states import (
     DIR,
@@ -69,13 +69,13 @@ def location_of(scope: str, root: str, path: str) -> Location:
     return loc
 
 
-def journal_of(store: MemoryStore) -> Journal:
+def journal_of(store: MemoryStore) -> Journals:
     if store.journal is None:
         raise NoteError("this store keeps no history")
     return store.journal
 
 
-def find_change(journal: Journal, change_id: str) -> Change:
+def find_change(journal: Journals, change_id: str) -> Change:
     """The journaled change with that id, or UnknownChange."""
     change = journal.change(change_id.strip())
     if change is None:
@@ -94,7 +94,7 @@ def shown(change: Change) -> str:
     return f"{change.scope}:{change.path}" + ("/" if change.action in ("mkdir", "rmdir") else "")
 
 
-def undone_by(journal: Journal, change: Change) -> Change | None:
+def undone_by(journal: Journals, change: Change) -> Change | None:
     """The undo that reverted change, if one did and was not itself undone."""
     return _undo_of(change, journal.later(change))
 
@@ -132,7 +132,7 @@ def undo_changes(
         return [_undo_one(store, journal, change) for change in ordered]
 
 
-def _check(journal: Journal, change: Change, ours: set[str], now: str | None) -> None:
+def _check(journal: Journals, change: Change, ours: set[str], now: str | None) -> None:
     """Refuse the undo of change when its path is not as the change left it."""
     after = journal.later(change)
     undo = _undo_of(change, after)
@@ -149,7 +149,7 @@ def _check(journal: Journal, change: Change, ours: set[str], now: str | None) ->
                           ": edited outside acp-memory (a hand edit)")
 
 
-def _undo_one(store: MemoryStore, journal: Journal, change: Change) -> Undone:
+def _undo_one(store: MemoryStore, journal: Journals, change: Change) -> Undone:
     loc = location_of(change.scope, change.root, change.path)
     now = capture(loc.path)
     with store.recording(loc, "undo", now, restoring(change.before, journal.blob),
@@ -168,7 +168,7 @@ class _Plan:
     """What the paths a set of undos touches hold, step by step, before any step is made: the
     files under each touched path (read once from disk), changed as `states.apply` would."""
 
-    def __init__(self, journal: Journal, changes: list[Change]) -> None:
+    def __init__(self, journal: Journals, changes: list[Change]) -> None:
         self.journal = journal
         self.views: dict[str, dict[str, Entry]] = {}
         for change in changes:

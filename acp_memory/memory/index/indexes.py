@@ -23,7 +23,7 @@ from acp_memory.memory.index.query import Candidate, Ranked
 from acp_memory.memory.index.root import Lists, RootIndex
 from acp_memory.memory.index.schema import db_path_for
 from acp_memory.memory.index.sync import Progress
-from acp_memory.memory.index.vectors import Pending
+from acp_memory.memory.index.vectors import Pending, VectorShare
 from acp_memory.text.analyze import Query
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,8 @@ class SearchIndexes(ClosedOnExit):
         self.background: Callable[[Path], bool] | None = None
         # Roots whose last embedding pass failed: notes there wait for their vectors.
         self.vectors_behind: set[Path] = set()
+        # Roots whose vectors are shared with other processes (absolute path -> the share).
+        self.shared_vectors: dict[Path, VectorShare] = {}
         self._lock = threading.Lock()
         self._open: OrderedDict[Path, _Open] = OrderedDict()
         self._in_memory = False  # the cache folder proved unusable: said once, then in memory

@@ -9,9 +9,10 @@ batches, never in a search; a batch that fails is left for the next request.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import anyio
@@ -21,10 +22,9 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 
 from acp_memory.llm.embeddings import Embeddings, EmbeddingsUnavailable
-from acp_memory.memory.index.files import read_note
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.sync import Progress
-from acp_memory.memory.index.vectors import Pending
+from acp_memory.memory.index.vectors import Made, Pending, VectorShare
 from acp_memory.memory.redact import redact_text
 from acp_memory.memory.scan import SCANS
 
@@ -50,12 +50,13 @@ async def embed_pending(
     embeddings = indexes.embeddings
     if embeddings is None:
         return 0
+    share = indexes.shared_vectors.get(root)  # roots are absolute (Roots makes them so)
     done = 0
     while notes := await anyio.to_thread.run_sync(
         indexes.pending_vectors, root, embeddings.batch
     ):
-        texts = await anyio.to_thread.run_sync(_inputs, embeddings, root, notes)
-        found = await embeddings.embed_batch(texts)
+        inputs = await anyio.to_thread.run_sync(_inputs, embeddings, root, notes)
+        found = await _vectors(embeddings, share, inputs)
         stored = await anyio.to_thread.run_sync(indexes.store_vectors, root, notes, found)
         done += stored
         if progress is not None:
@@ -65,9 +66,34 @@ async def embed_pending(
     return done
 
 
-def _inputs(embeddings: Embeddings, root: Path, notes: list[Pending]) -> list[str]:
-    return [embeddings.prepare(embedding_input(rel, read_note(root, rel) or ""))
-            for _, rel, _ in notes]
+async def _vectors(
+    embeddings: Embeddings, share: VectorShare | None, inputs: list[tuple[Made, str]]
+) -> list[Sequence[float]]:
+    """The vectors of a batch: the share's for the notes whose very text it has embedded, the
+    rest embedded here (and given to the share)."""
+    made = [note for note, _ in inputs]
+    known = {} if share is None else await anyio.to_thread.run_sync(share.take, made)
+    missing = [(note, text) for note, text in inputs if note[0] not in known]
+    if missing:
+        fresh = await embeddings.embed_batch([text for _, text in missing])
+        known.update(zip((rel for (rel, _), _ in missing), fresh, strict=True))
+        if share is not None:
+            await anyio.to_thread.run_sync(share.give, [note for note, _ in missing], fresh)
+    return [known[rel] for rel, _ in made]
+
+
+def _inputs(embeddings: Embeddings, root: Path, notes: list[Pending]) -> list[tuple[Made, str]]:
+    """Each note as (its path and the sha256 of its bytes, the text embedded for it)."""
+    out = []
+    for _, rel, _ in notes:
+        try:
+            data = (root / rel).read_bytes()
+        except OSError:
+            data = b""
+        text = data.decode("utf-8", errors="replace")
+        out.append(((rel, hashlib.sha256(data).hexdigest()),
+                    embeddings.prepare(embedding_input(rel, text))))
+    return out
 
 
 def _cancelled(cancelled: type[BaseException]) -> bool:

@@ -10,11 +10,29 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from typing import Protocol
 
 from acp_memory.memory.index.files import Stamp
 
 # A note waiting for its vector: (file id, path relative to the root, stamp when listed).
 Pending = tuple[int, str, Stamp]
+# A note's text as a vector is made from it: (path relative to the root, sha256 of its bytes).
+Made = tuple[str, str]
+
+
+class VectorShare(Protocol):
+    """Vectors of the configured model kept beyond this index, for a root whose notes others
+    index too (a shared project root: the server's embeddings table), so that a note is
+    embedded once by whoever comes first. A share that cannot be reached takes nothing and
+    keeps nothing: the notes are embedded here as any others."""
+
+    def take(self, notes: Sequence[Made]) -> dict[str, list[float]]:
+        """The vectors made from these very texts, by path."""
+        ...
+
+    def give(self, notes: Sequence[Made], vectors: Sequence[Sequence[float]]) -> None:
+        """Keep the vectors made here for the others."""
+        ...
 
 
 def pending(db: sqlite3.Connection, key: str, limit: int) -> list[Pending]:

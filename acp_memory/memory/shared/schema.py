@@ -30,7 +30,9 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.history(
     id text PRIMARY KEY, seq bigserial UNIQUE NOT NULL, project text NOT NULL,
     path text NOT NULL, action text NOT NULL, before text, after text,
     source jsonb NOT NULL, time timestamptz NOT NULL, undoes text, releases text);
-CREATE INDEX IF NOT EXISTS history_at ON {SCHEMA}.history(project, path, seq);
+-- A folder's rows are found by `path LIKE 'a/b/%'`: pattern ops serve that in any collation.
+CREATE INDEX IF NOT EXISTS notes_under ON {SCHEMA}.notes(project, path text_pattern_ops);
+CREATE INDEX IF NOT EXISTS history_at ON {SCHEMA}.history(project, path text_pattern_ops, seq);
 CREATE INDEX IF NOT EXISTS history_after ON {SCHEMA}.history(project, seq);
 CREATE INDEX IF NOT EXISTS history_of_task ON {SCHEMA}.history((source->>'taskId'));
 CREATE TABLE IF NOT EXISTS {SCHEMA}.held(

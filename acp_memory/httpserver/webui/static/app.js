@@ -144,7 +144,9 @@ async function fillSessions() {
 
 async function loadRoots() {
   const { roots } = await api(sessionUrl('/memory/tree'));
-  $('tree').replaceChildren(...roots.map((r) => folderItem(r.root, '', `${r.root}`, r.dir)));
+  // A shared root is the team's notes: its name says whose (the project key).
+  $('tree').replaceChildren(...roots.map((r) => folderItem(
+    r.root, '', r.shared ? `${r.root} (shared: ${r.shared})` : r.root, r.dir)));
   selectEntry({ root: roots[0].root, path: '', type: 'dir' });
 }
 
@@ -342,10 +344,11 @@ async function search(event) {
     return;
   }
   try {
-    const { hits } = await api(sessionUrl('/memory/search'), { query: { q } });
+    const { hits, offline } = await api(sessionUrl('/memory/search'), { query: { q } });
     box.replaceChildren(
       h('p', { class: 'hint' },
-        hits.length ? `${plural(hits.length, 'note')} for “${q}”` : `No note matches “${q}”.`),
+        hits.length ? `${plural(hits.length, 'note')} for “${q}”` : `No note matches “${q}”.`,
+        offline ? ` (${offline})` : ''),
       h('ol', {}, hits.map((hit) => h('li', {},
         h('button', { type: 'button', class: 'hit', onclick: () => openNote(hit.root, hit.path) },
           `${hit.root}:${hit.path}`),
