@@ -102,3 +102,15 @@ def start_server(*, durable: bool = False) -> PgServer:
 def remove(server: PgServer) -> None:
     server.stop("immediate")
     shutil.rmtree(server.folder, ignore_errors=True)
+
+
+def reset(dsn: str) -> None:
+    """Make dsn's database as new for the acp_memory schema: the other connections to it
+    ended (a pool an earlier test left must not hold a lock the drop waits for), the schema
+    dropped with its tables, triggers and all."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                     "datname = current_database() AND pid <> pg_backend_pid()")
+        conn.execute("DROP SCHEMA IF EXISTS acp_memory CASCADE")
