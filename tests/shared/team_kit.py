@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import psycopg
+from gitrepo import git_repo
 
 from acp_memory.memory.shared.schema import SCHEMA
 from acp_memory.memory.watch import Watcher
@@ -88,10 +89,7 @@ class Member:
 
 def clone(folder: Path) -> Path:
     """A clone of the team's repository: a git folder whose origin is REMOTE (no network)."""
-    folder.mkdir(parents=True)
-    for args in (["init", "-q"], ["remote", "add", "origin", REMOTE]):
-        subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True, timeout=30)
-    return folder
+    return git_repo(folder, REMOTE)
 
 
 def member(base: Path, name: str, config: str = CONFIG) -> Member:

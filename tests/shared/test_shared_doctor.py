@@ -4,10 +4,10 @@ server, database, schema version and the key's notes; a password never in its ou
 from __future__ import annotations
 
 import argparse
-import subprocess
 from pathlib import Path
 
 import pytest
+from gitrepo import git_repo
 
 from acp_memory.doctor import run_doctor
 
@@ -16,11 +16,7 @@ ORIGIN = "git@github.com:Org/Repo.git"
 
 
 def _clone(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", ORIGIN], check=True)
-    return repo
+    return git_repo(tmp_path / "repo", ORIGIN)
 
 
 def _doctor(tmp_path: Path, cwd: Path, dsn: str, capsys: pytest.CaptureFixture[str],

@@ -3,11 +3,11 @@ every answer naming it adds `"shared": "<key>"`; the global root's answers do no
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from gitrepo import git_repo
 
 from acp_memory.config import Config, Paths
 from acp_memory.config.models import MemoryConfig, SharedMemoryConfig
@@ -26,9 +26,7 @@ KEY = "github.com/org/repo"
 @pytest.fixture
 def clone(paths: Paths) -> Paths:
     """The session's cwd a clone of the team's repository."""
-    subprocess.run(["git", "init", "-q", str(paths.cwd)], check=True)
-    subprocess.run(["git", "-C", str(paths.cwd), "remote", "add", "origin",
-                    "git@github.com:Org/Repo.git"], check=True)
+    git_repo(paths.cwd, "git@github.com:Org/Repo.git")
     return paths
 
 

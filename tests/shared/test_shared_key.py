@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from gitrepo import git_repo
 
 from acp_memory.memory.roots import Roots
 from acp_memory.memory.shared.key import normalise_remote, project_key, shared_key_of
 
 
 def _repo(folder: Path, origin: str | None) -> Path:
-    folder.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(folder)], check=True)
-    if origin is not None:
-        subprocess.run(["git", "-C", str(folder), "remote", "add", "origin", origin], check=True)
-    return folder
+    return git_repo(folder, origin)
 
 
 @pytest.mark.parametrize("url", [

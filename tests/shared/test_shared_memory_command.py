@@ -3,11 +3,11 @@ counted in the local copy."""
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 import pytest
 from engine.turnkit import prompt, updates_of
+from gitrepo import git_repo
 from harness import in_process_agent
 
 from acp_memory.config import Config, Paths
@@ -26,9 +26,7 @@ def said(ed: Any, sid: str) -> str:
 @pytest.fixture
 def clone(paths: Paths) -> Paths:
     """The session's cwd a clone of the team's repository."""
-    subprocess.run(["git", "init", "-q", str(paths.cwd)], check=True)
-    subprocess.run(["git", "-C", str(paths.cwd), "remote", "add", "origin",
-                    "https://x@github.com/Org/Repo.git"], check=True)
+    git_repo(paths.cwd, "https://x@github.com/Org/Repo.git")
     return paths
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from gitrepo import git_repo
 
 from acp_memory.cli import main
 
@@ -18,10 +18,7 @@ KEY = "github.com/org/repo"
 
 
 def _clone(folder: Path, origin: str) -> Path:
-    folder.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(folder)], check=True)
-    subprocess.run(["git", "-C", str(folder), "remote", "add", "origin", origin], check=True)
-    return folder
+    return git_repo(folder, origin)
 
 
 class Machine:

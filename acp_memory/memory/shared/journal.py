@@ -169,12 +169,7 @@ class SharedJournal(HistoryReads, HeldChanges, Purging):
         ones; a note the store did not redact that holds a secret is refused, never sent."""
         data = captured.blobs.get(h)
         if data is None:
-            row = conn.execute(f"SELECT data FROM {SCHEMA}.blobs WHERE project = %s AND "
-                               "hash = %s", (self.key, h)).fetchone()
-            if row is None:
-                raise JournalError(f"the shared memory history {self.database.masked} lacks "
-                                   f"content {h[:12]} for {SCOPE}:{path}")
-            return bytes(row[0])
+            return self.blob(h, conn, f"{SCOPE}:{path}")
         if not captured.redacted and captured.state != DIR + h and redact_bytes(data)[1]:
             raise JournalError(f"{SCOPE}:{path} holds a secret the store did not redact; "
                                "it was not sent to the team's server")

@@ -151,14 +151,17 @@ class ProjectTables:
 
     # -- contents --------------------------------------------------------------------------
 
-    def blob(self, h: str) -> bytes:
-        """The bytes stored under a hash."""
-        with self._conn() as conn:
-            row = conn.execute(f"SELECT data FROM {SCHEMA}.blobs WHERE project = %s AND "
-                               "hash = %s", (self.key, h)).fetchone()
+    def blob(self, h: str, conn: psycopg.Connection[Any] | None = None, of: str = "") -> bytes:
+        """The bytes stored under a hash (through conn when given; `of` names the path they
+        are wanted for in the error)."""
+        if conn is None:
+            with self._conn() as own:
+                return self.blob(h, own, of)
+        row = conn.execute(f"SELECT data FROM {SCHEMA}.blobs WHERE project = %s AND "
+                           "hash = %s", (self.key, h)).fetchone()
         if row is None:
             raise JournalError(f"the shared memory history {self.database.masked} lacks "
-                               f"content {h[:12]}")
+                               f"content {h[:12]}" + (f" for {of}" if of else ""))
         return bytes(row[0])
 
     def manifest_of(self, state: str) -> dict[str, Any]:
