@@ -176,6 +176,11 @@ def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
     with MemoryStore.from_config(cfg, paths) as store, contextlib.redirect_stdout(
         Stdout(sys.stdout)
     ):
+        roots = store.roots
+        if cfg.memory.shared.dsn and roots.shared_key is None and roots.cwd is not None:
+            from acp_memory.memory.shared.key import unshared_line
+
+            fail(unshared_line(cfg.memory.shared.project, roots.cwd, roots.project_root))
         try:
             if action == "list":
                 return _list(store, getattr(args, "path", None))

@@ -18,7 +18,7 @@ from acp_memory.config import Config, Paths
 from acp_memory.memory.index.files import note_paths
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.roots import Roots
-from acp_memory.memory.shared.key import project_key
+from acp_memory.memory.shared.key import unshared_line
 
 if TYPE_CHECKING:  # psycopg is loaded with the first shared root, not with the runner
     from acp_memory.memory.shared.database import Database
@@ -75,9 +75,8 @@ class SharedMemory:
             return
         if roots.cwd not in self._off:
             self._off.add(roots.cwd)
-            _, why = project_key(self.cfg.memory.shared.project, roots.cwd)
-            log.warning("shared project memory is off for %s: %s; its project notes stay in %s",
-                        roots.cwd, why, roots.project_root)
+            log.warning("%s", unshared_line(self.cfg.memory.shared.project, roots.cwd,
+                                            roots.project_root))
 
     def closed(self, session_id: str) -> None:
         """The session went: it is told of an outage again when it opens again."""

@@ -126,3 +126,19 @@ def test_an_export_with_the_server_down_writes_the_local_copy_and_says_so(
     assert err.endswith("; exported the local copy\n")
     assert out == (f"exported 0 notes from project (shared: {KEY}) to {dest}: 0 new, "
                    "0 replaced, 0 unchanged\n")
+
+
+def test_a_folder_with_no_project_key_keeps_its_notes_on_disk_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No server is reached: without a key the project scope never asks for one.
+    alice = Machine(tmp_path, "alice", "git@github.com:Org/Repo.git",
+                    "postgresql://alice@/team?host=/nonexistent-acp-memory-pg", capsys)
+    alice.cwd = tmp_path / "scratch"
+    alice.cwd.mkdir()
+    code, _, err = alice.notes("write", "project:todo.md", stdin="buy milk\n")
+    assert code == 0 and (alice.cwd / "memory" / "todo.md").read_text() == "buy milk\n"
+    assert err.splitlines() == [
+        f"acp-memory notes: shared project memory is off for {alice.cwd}: {alice.cwd} is not "
+        "in a git repository; set memory.shared.project to share its notes; its project notes "
+        f"stay in {alice.cwd / 'memory'}"]

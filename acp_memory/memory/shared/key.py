@@ -82,6 +82,14 @@ def _project_key(configured: str, cwd: str) -> tuple[str | None, str]:
     return key, ""
 
 
+def unshared_line(configured: str, cwd: Path, project_root: Path | None) -> str:
+    """The one line saying why shared memory is on but the project notes of cwd stay on disk
+    (cwd has no key)."""
+    _, why = project_key(configured, cwd)
+    return (f"shared project memory is off for {cwd}: {why}; its project notes stay in "
+            f"{project_root}")
+
+
 class _SharedRoots(Protocol):
     @property
     def shared_key(self) -> str | None: ...
