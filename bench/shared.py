@@ -204,18 +204,25 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--finds", type=int, default=20)
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    parser.add_argument("--dsn", default="", help="a running server to make the bench's "
+                        "databases on (as a user who may create one), instead of a server of "
+                        "its own started from the machine's binaries")
     args = parser.parse_args()
-    if (why := pgserver.unavailable()) is not None:
-        raise SystemExit(why)
-    server = pgserver.start_server(durable=True)
+    server = None
+    if not args.dsn:
+        if (why := pgserver.unavailable()) is not None:
+            raise SystemExit(why)
+        server = pgserver.start_server(durable=True)
+    admin = args.dsn or (server.dsn if server else "")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             base = Path(tmp)
-            f = measure_saves(base, server.create_database(), args.writes)
-            f |= measure_finds(base, server.create_database(), args.finds)
-            f |= measure_search(base, server.create_database(), args.notes)
+            f = measure_saves(base, pgserver.new_database(admin), args.writes)
+            f |= measure_finds(base, pgserver.new_database(admin), args.finds)
+            f |= measure_search(base, pgserver.new_database(admin), args.notes)
     finally:
-        pgserver.remove(server)
+        if server is not None:
+            pgserver.remove(server)
     f["dir"] = tempfile.gettempdir()
     print(f"a save, {args.writes} writes x 3 rounds over {SAVE_PATHS} notes")
     print(f"  disk root      {f['disk_save_ms']:8.2f} ms/write")

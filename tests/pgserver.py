@@ -74,11 +74,20 @@ class PgServer:
                   check=False)
 
     def create_database(self) -> str:
-        """A fresh database of its own (a DSN to it): one per test keeps tests apart."""
-        name = "t_" + uuid.uuid4().hex[:12]
-        self._run("psql", "-h", str(self.folder), "-U", "postgres", "-d", "postgres", "-qc",
-                  f"CREATE DATABASE {name}")
-        return self.dsn_for(name)
+        """A fresh database of its own (a DSN to it)."""
+        return new_database(self.dsn)
+
+
+def new_database(admin_dsn: str) -> str:
+    """A fresh database on the server admin_dsn reaches (as a user who may create one): a DSN
+    to it."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return make_conninfo(admin_dsn, dbname=name)
 
 
 def start_server(*, durable: bool = False) -> PgServer:

@@ -147,7 +147,7 @@ def test_a_writer_killed_mid_change_leaves_the_note_and_its_history_consistent(
     alice, bob = team(tmp_path, pg_dsn, monkeypatch)
     rng = random.Random(27)
     reported = 0  # saves a writer said were done before it was killed
-    rounds = 6
+    rounds = 4
     for round_ in range(rounds):
         m = (alice, bob)[round_ % 2]
         proc = start_writer(m, round_, 10_000, "project:crash.md")
