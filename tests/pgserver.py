@@ -74,20 +74,25 @@ class PgServer:
                   check=False)
 
     def create_database(self) -> str:
-        """A fresh database of its own (a DSN to it)."""
-        return new_database(self.dsn)
+        """A fresh database of its own: a DSN to it in URL form (tests add to its query)."""
+        return self.dsn_for(_created(self.dsn))
 
 
 def new_database(admin_dsn: str) -> str:
     """A fresh database on the server admin_dsn reaches (as a user who may create one): a DSN
     to it."""
-    import psycopg
     from psycopg.conninfo import make_conninfo
+
+    return make_conninfo(admin_dsn, dbname=_created(admin_dsn))
+
+
+def _created(admin_dsn: str) -> str:
+    import psycopg
 
     name = "t_" + uuid.uuid4().hex[:12]
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
-    return make_conninfo(admin_dsn, dbname=name)
+    return name
 
 
 def start_server(*, durable: bool = False) -> PgServer:

@@ -77,6 +77,27 @@ def test_a_first_sync_makes_the_copy_exactly_the_servers_notes(
     assert copy.synced_at() is not None
 
 
+def test_a_first_sync_into_a_new_home_makes_every_row_and_skips_one_that_cannot_be(
+        conn: psycopg.Connection[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _change(conn, "a.md", "alpha")
+    _change(conn, "f/b.md", "beta")
+    _change(conn, "empty", folder=True)
+    last = _change(conn, "a.md/c.md", "a note where a note is")  # a tampered row
+    copy = LocalCopy(tmp_path / "cache", KEY)
+
+    with caplog.at_level(logging.WARNING):
+        copy.catch_up(conn)
+
+    assert _files(copy.root) == {"a.md": "alpha", "empty": None, "f": None, "f/b.md": "beta"}
+    assert copy.seq() == last
+    assert [r.getMessage() for r in caplog.records if "a.md/c.md" in r.getMessage()]
+    # A fill cut short (a torn file, the marker never written) is made right by the next one.
+    (copy.root / "f" / "b.md").write_text("be")
+    (copy.folder / "state.json").unlink()  # the marker
+    copy.catch_up(conn)
+    assert _files(copy.root)["f/b.md"] == "beta"
+
+
 def test_catch_up_applies_creates_updates_deletes_and_folders(
         conn: psycopg.Connection[Any], tmp_path: Path) -> None:
     copy = LocalCopy(tmp_path / "cache", KEY)
