@@ -48,8 +48,11 @@ def build_engine(cfg: Config, paths: Paths | None = None) -> TurnEngine:
     return TurnEngine(Templates(cfg.prompts.dir), tools, cfg.agent.max_turns)
 
 
-def build_runner(cfg: Config, paths: Paths, hub: ProviderHub) -> SessionRunner:
-    """The session runner of one surface: engine, models, tool services."""
+def build_runner(
+    cfg: Config, paths: Paths, hub: ProviderHub, *, hooks: Hooks | None = None
+) -> SessionRunner:
+    """The session runner of one surface: engine, models, tool services; hooks, the
+    config's unless the surface runs its own (the proxy runs none)."""
     engine = build_engine(cfg, paths)
     return SessionRunner(
         cfg,
@@ -57,6 +60,6 @@ def build_runner(cfg: Config, paths: Paths, hub: ProviderHub) -> SessionRunner:
         engine,
         hub.model,
         partial(hub.model, wait_for_limit_reset=False),
-        hooks=Hooks(cfg),
+        hooks=Hooks(cfg) if hooks is None else hooks,
         commands=BuiltinCommands(),
     )

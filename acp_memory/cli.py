@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUBCOMMANDS = ("acp", "demo", "http", "notes", "doctor")
+SUBCOMMANDS = ("acp", "demo", "http", "notes", "doctor", "proxy")
 
 # Exit status of a process stopped by SIGINT, as shells report it.
 INTERRUPTED = 130
@@ -71,6 +71,17 @@ DOCTOR_DESCRIPTION = (
     "shared project memory (memory.shared: the DSN masked, the project key), "
     "and that the home and sessions folders are writable. Prints one finding per line; exits 1 "
     "when any finding is an error."
+)
+PROXY_DESCRIPTION = (
+    "Give another ACP agent (Claude Code, Codex, Gemini CLI, ...) acp-memory's long-term "
+    "memory: start COMMAND as the inner agent (its stderr passed through, the environment "
+    "passed on) and relay ACP between the editor on stdin/stdout and it, adding memory on the "
+    "way. Without COMMAND, proxy.agent (command, args, env) in the config names the agent. "
+    "Exits 1 when the inner agent dies, 2 when it cannot be started."
+)
+NO_INNER_AGENT = (
+    "acp-memory proxy: no inner agent: name its command after `--` "
+    "(acp-memory proxy -- COMMAND [ARGS...]) or set proxy.agent.command in the config"
 )
 TTY_HINT = (
     "acp-memory speaks ACP (JSON-RPC) on stdin/stdout and is meant to be started by an editor; "
@@ -172,6 +183,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TOKEN",
         help="bearer token every request must carry (default httpserver.auth_token); required "
         "off loopback",
+    )
+    proxy = sub.add_parser(
+        "proxy",
+        parents=shared,
+        help="long-term memory for another ACP agent",
+        description=PROXY_DESCRIPTION,
+        usage="acp-memory proxy [--home DIR] [--config PATH] -- COMMAND [ARGS...]",
+    )
+    proxy.add_argument(
+        "inner",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS...]",
+        help="the inner agent and its arguments (default proxy.agent in the config)",
     )
     doctor = sub.add_parser(
         "doctor",
@@ -277,7 +301,8 @@ def _main(args: argparse.Namespace) -> int:
     ):
         # Print mode's stderr is read by a person: its failure is one line, not a retry log.
         level = "warning"
-    setup_logging(level, plain=command != "http" and not serving)
+    # The proxy's stderr, as the server's, is an editor's log.
+    setup_logging(level, plain=command not in ("http", "proxy") and not serving)
     if cfg.logging.to_file:
         try:
             log_to_file(paths)
@@ -295,6 +320,7 @@ def _main(args: argparse.Namespace) -> int:
         "demo": lambda: _run_demo(cfg, paths, args),
         "http": lambda: _run_http(cfg, paths, args),
         "notes": lambda: _run_notes(cfg, paths, args),
+        "proxy": lambda: _run_proxy(cfg, paths, args),
     }
     return handlers[command]()
 
@@ -373,6 +399,21 @@ def _run_http(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
     from acp_memory.httpserver.serve import run_http
 
     return run_http(cfg, paths, args.host, args.port, args.auth_token)
+
+
+def _run_proxy(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
+    inner = list(args.inner)
+    if inner[:1] == ["--"]:
+        inner = inner[1:]
+    agent = cfg.proxy.agent
+    if not inner and agent.command:
+        inner = [agent.command, *agent.args]
+    if not inner:
+        print(NO_INNER_AGENT, file=sys.stderr, flush=True)
+        return 2
+    from acp_memory.proxy.serve import serve_proxy
+
+    return serve_proxy(cfg, paths, inner, agent.env)
 
 
 def _run_notes(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:

@@ -42,6 +42,7 @@ BENCHES: dict[str, list[str]] = {
     "search": ["search.py", "--notes", "10000"],
     "journal": ["journal.py", "--writes", "300", "--rounds", "3"],
     "shared": ["shared.py", "--notes", "10000", "--writes", "200", "--finds", "20"],
+    "proxy": ["proxy.py", "--updates", "20000", "--runs", "5", "--pings", "500", "--prompts", "50"],
 }
 FULL: dict[str, list[str]] = {"search_full": ["search.py", "--notes", "100000"]}
 SUITE = [sys.executable, "-m", "pytest"]  # the README's test command
@@ -156,6 +157,31 @@ def shared_search(figure: str, f: Figures) -> Row:
                times(ratio), "≤ 1.5×", yes(ratio <= 1.5))
 
 
+def proxy_stream(figure: str, f: Figures) -> Row:
+    ratio = f["sdk_proxy_rate"] / f["sdk_direct_rate"]
+    return Row(figure, f"{f['sdk_proxy_rate']:,.0f}/s",
+               f"same agent direct {f['sdk_direct_rate']:,.0f}/s", times(ratio), "≥ 0.8×",
+               yes(ratio >= 0.8))
+
+
+def proxy_ceiling(figure: str, f: Figures) -> Row:
+    return Row(figure, f"{f['raw_proxy_rate']:,.0f}/s",
+               f"same agent direct {f['raw_direct_rate']:,.0f}/s",
+               times(f["raw_proxy_rate"] / f["raw_direct_rate"]), "—", "—")
+
+
+def proxy_added(figure: str, f: Figures) -> Row:
+    return Row(figure, f"+{f['added_p50_ms']:.3f} ms (p95 +{f['added_p95_ms']:.3f} ms)",
+               f"direct {f['direct_p50_ms']:.3f} ms", times(f["proxy_p50_ms"] / f["direct_p50_ms"]),
+               "≤ 1 ms p50", yes(f["added_p50_ms"] <= 1))
+
+
+def proxy_prompt(figure: str, f: Figures) -> Row:
+    return Row(figure, ms(f["prompt_on_p50_ms"]),
+               f"memory off {ms(f['prompt_off_p50_ms'])}, direct {ms(f['prompt_direct_p50_ms'])}",
+               times(f["prompt_on_p50_ms"] / f["prompt_off_p50_ms"]), "—", "—")
+
+
 def suite(figure: str, f: Figures) -> Row:
     return Row(figure, f"{f['seconds']:.0f} s", "—", "—", "≤ 120 s", yes(f["seconds"] <= 120))
 
@@ -179,6 +205,12 @@ ROWS: list[tuple[str, str, Callable[[str, Figures], Row]]] = [
     ("a shared project note write (PostgreSQL)", "shared", shared_save),
     ("a teammate's search finding a shared save", "shared", shared_find),
     ("a warm search, 10,000 shared notes", "shared", shared_search),
+    ("`session/update` streaming through `acp-memory proxy`, an SDK agent, updates/s", "proxy",
+     proxy_stream),
+    ("the same, a raw JSON-RPC agent (the relay's ceiling), updates/s", "proxy", proxy_ceiling),
+    ("what `acp-memory proxy` adds to a forwarded message, one way, p50", "proxy", proxy_added),
+    ("a prompt's round trip through `acp-memory proxy`, memory on (offline model), p50", "proxy",
+     proxy_prompt),
     ("the test suite, `python -m pytest` (3 workers)", "suite", suite),
 ]  # fmt: skip
 

@@ -224,12 +224,17 @@ async def in_process_agent(
 
 @contextlib.asynccontextmanager
 async def subprocess_agent(
-    home: Path, *args: str, cwd: Path | None = None
+    home: Path,
+    *args: str,
+    cwd: Path | None = None,
+    client: RecordingClient | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[Editor]:
-    """A real `python -m acp_memory` process, its stdout checked line by line."""
+    """A real `python -m acp_memory` process, its stdout checked line by line (`client`: a
+    RecordingClient subclass that serves more of the client's methods; `env`: added to ours)."""
     checker = WireChecker()
-    client = RecordingClient()
-    env = {**os.environ, "ACP_MEMORY_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    client = client or RecordingClient()
+    env = {**os.environ, "ACP_MEMORY_HOME": str(home), "PYTHONUNBUFFERED": "1", **(env or {})}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -250,6 +255,9 @@ async def subprocess_agent(
         while line := await proc.stdout.readline():
             checker.saw_agent_line(line.rstrip(b"\n"))
             checked.feed_data(line)
+            # Wakes wait_for on what the SDK client does not surface (an update it cannot
+            # parse): a predicate may read checker.sent.
+            client.changed.set()
         checked.feed_eof()
 
     stderr = bytearray()

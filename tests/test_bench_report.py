@@ -98,6 +98,22 @@ def test_the_shared_rows_hold_the_shared_root_to_the_disk_root_and_a_find_to_one
     assert cells(table, "a warm search, 10,000 shared notes")[3:] == ["1.40×", "≤ 1.5×", "yes"]
 
 
+def test_the_proxy_rows_hold_streaming_to_the_agent_direct_and_what_it_adds_to_one_ms():
+    proxy = {"sdk_direct_rate": 50_000.0, "sdk_proxy_rate": 40_000.0,
+             "raw_direct_rate": 1_000_000.0, "raw_proxy_rate": 100_000.0, "direct_p50_ms": 0.03,
+             "proxy_p50_ms": 0.25, "added_p50_ms": 0.22, "added_p95_ms": 0.5,
+             "prompt_direct_p50_ms": 0.1, "prompt_off_p50_ms": 2.0, "prompt_on_p50_ms": 7.0}
+    table = report.table(report.rows({"proxy": proxy}))
+    assert cells(table, "`session/update` streaming through `acp-memory proxy`")[1:] == [
+        "40,000/s", "same agent direct 50,000/s", "0.80×", "≥ 0.8×", "yes"]  # fmt: skip
+    assert cells(table, "the same, a raw JSON-RPC agent")[1:] == [
+        "100,000/s", "same agent direct 1,000,000/s", "0.10×", "—", "—"]  # fmt: skip
+    assert cells(table, "what `acp-memory proxy` adds")[1:] == [
+        "+0.220 ms (p95 +0.500 ms)", "direct 0.030 ms", "8.33×", "≤ 1 ms p50", "yes"]  # fmt: skip
+    assert cells(table, "a prompt's round trip through `acp-memory proxy`")[1:] == [
+        "7.00 ms", "memory off 2.00 ms, direct 0.10 ms", "3.50×", "—", "—"]  # fmt: skip
+
+
 def test_the_shared_bench_prints_the_figures_its_rows_are_made_from(pg_server):
     # On the worker's server (its own start is the bench's default, timed nowhere).
     sizes = ["--notes", "60", "--writes", "2", "--finds", "2", "--dsn", pg_server.dsn]
@@ -121,7 +137,11 @@ def test_a_bench_that_exits_with_an_error_gives_its_last_line_and_one_without_js
 
 @pytest.mark.parametrize(
     ("bench", "sizes"),
-    [("journal", ["--writes", "3", "--rounds", "1"]), ("search", ["--notes", "100"])],
+    [
+        ("journal", ["--writes", "3", "--rounds", "1"]),
+        ("search", ["--notes", "100"]),
+        ("proxy", ["--updates", "50", "--runs", "1", "--pings", "5", "--prompts", "1"]),
+    ],
 )
 def test_a_bench_prints_a_json_last_line_the_report_makes_its_rows_from(
     bench: str, sizes: list[str]

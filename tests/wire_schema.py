@@ -139,7 +139,10 @@ def validate_memory_run(payload: Any, *, extension: bool) -> None:
     variant = MEMORY_RUN_VARIANTS.get(payload.get("status"))  # type: ignore[arg-type]
     if variant is None:
         raise jsonschema.ValidationError(f"memory_run status {payload.get('status')!r}")
-    tag = {"sessionId": _SESSION_ID} if extension else {"sessionUpdate": {"const": "memory_run"}}
+    # The session the editor knows: ours (`sess_…`, or one a user named) or, through the proxy,
+    # the inner agent's, any string ACP allows; the child is always ours.
+    tag = ({"sessionId": {"type": "string", "minLength": 1}} if extension
+           else {"sessionUpdate": {"const": "memory_run"}})
     schema = {
         "type": "object",
         "required": [*variant["required"], *tag],

@@ -45,7 +45,12 @@ from acp_memory.acp.schema import (
     SetConfigOptionRequest,
     SetSessionModeRequest,
 )
-from acp_memory.acp.updates import commands_update, event_update, replay_updates
+from acp_memory.acp.updates import (
+    commands_update,
+    event_update,
+    memory_run_message,
+    replay_updates,
+)
 from acp_memory.acp.wire import parse_params
 from acp_memory.commands.registry import COMMANDS
 from acp_memory.editor import Editor
@@ -70,7 +75,6 @@ from acp_memory.sessions.store import (
 )
 
 LIST_PAGE_SIZE = 50
-MEMORY_RUN_METHOD = "_acp_memory/memory_run"
 
 
 class Peer(Protocol):
@@ -448,13 +452,9 @@ class AcpAgent:
         """A memory_run update in the form the client asked for at initialize, else the one
         acp.memory_run_updates says: a session/update variant (v1 clients drop what they do
         not know), an extension notification, or nothing."""
-        how = self.memory_run_updates
-        if how == "off" or self.peer is None:
-            return
-        if how == "ext_notification":
-            await self.peer.notify(MEMORY_RUN_METHOD, {"sessionId": session_id, **update})
-        else:
-            await self._update(session_id, {"sessionUpdate": "memory_run", **update})
+        message = memory_run_message(self.memory_run_updates, session_id, update)
+        if message is not None and self.peer is not None:
+            await self.peer.notify(*message)
 
     async def _update(self, session_id: str, update: dict[str, Any]) -> None:
         if self.peer is not None:

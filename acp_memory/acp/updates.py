@@ -8,6 +8,7 @@ from typing import Any, Literal, assert_never
 
 from acp_memory.acp.schema import text_content
 from acp_memory.commands.base import Command
+from acp_memory.config.models import MemoryRunUpdates
 from acp_memory.engine.events import (
     AgentText,
     AgentThought,
@@ -176,6 +177,23 @@ def replay_updates(messages: list[TranscriptMessage]) -> Iterator[dict[str, Any]
             # /compact's summary, where it was made: after the history it folded.
             yield event_update(AgentText(m.content))
     yield from started.values()
+
+
+MEMORY_RUN_METHOD = "_acp_memory/memory_run"
+
+
+def memory_run_message(
+    form: MemoryRunUpdates, session_id: str, update: dict[str, Any]
+) -> tuple[str, dict[str, Any]] | None:
+    """A memory_run update as the notification (method, params) its form says: a
+    session/update variant (v1 clients drop what they do not know), an extension
+    notification, or None (off)."""
+    if form == "off":
+        return None
+    if form == "ext_notification":
+        return MEMORY_RUN_METHOD, {"sessionId": session_id, **update}
+    return "session/update", {"sessionId": session_id,
+                              "update": {"sessionUpdate": "memory_run", **update}}
 
 
 def commands_update(commands: Iterable[Command]) -> dict[str, Any]:

@@ -144,6 +144,20 @@ class AcpConfig(Section):
     memory_run_updates: Annotated[MemoryRunUpdates, _false_means("off")] = "session_update"
 
 
+class ProxyAgentConfig(Section):
+    """The inner agent `acp-memory proxy` starts when no command follows `--`."""
+
+    command: str = ""
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)  # added to the environment
+
+
+class ProxyConfig(Section):
+    """`acp-memory proxy`: long-term memory for another ACP agent."""
+
+    agent: ProxyAgentConfig = Field(default_factory=ProxyAgentConfig)
+
+
 def _level_name(value: Any) -> Any:
     # As --log-level reads it (cli.py, before pydantic is imported): any case, `warn` too.
     if not isinstance(value, str):
@@ -361,6 +375,7 @@ class Config(Section):
     httpserver: HttpServerConfig = Field(default_factory=HttpServerConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    proxy: ProxyConfig = Field(default_factory=ProxyConfig)
     # <cwd>/.acp-memory/hooks.yaml runs too: a checked-out repository then runs its commands.
     hooks_allow_project: bool = False
 

@@ -52,3 +52,12 @@ class Hooks:
         if hooks is not None:
             hooks.context += await hooks.session_start("startup")
         return hooks
+
+
+class NoHooks(Hooks):
+    """A surface whose sessions run no hook (the proxy's: hooks are the inner agent's)."""
+
+    async def for_session(
+        self, session: Session, subagent: Subagent | None = None
+    ) -> SessionHooks | None:
+        return None

@@ -148,7 +148,7 @@ class MemoryRun:
         context = self.inner.step()
         task = self.task
         if self.report is None and task is not None and task.ended.is_set():
-            if report := _report_of(task):
+            if report := report_of(task):
                 self.report = report
                 self.delivered_at = "first request" if self._steps == 0 else "a later step"
                 self._finished_sent = True
@@ -187,7 +187,7 @@ class MemoryRun:
             return f"No memory run: {self.skipped}."
         try:
             await task.done.wait()
-            if report := _report_of(task):
+            if report := report_of(task):
                 self.report = report
                 self.delivered_at = "as the command's reply"
                 self._finished_sent = True
@@ -254,7 +254,7 @@ class MemoryRun:
         if self.delivered_at is not None:
             line = f"report delivered to the turn ({self.delivered_at})"
         elif record.status == "succeeded":
-            if _report_of(task):
+            if report_of(task):
                 line = "turn ended before the report"
             else:
                 line = "nothing delivered: the run produced no final message"
@@ -316,7 +316,7 @@ class MemoryRun:
             done.set()
 
 
-def _report_of(task: Task) -> str:
+def report_of(task: Task) -> str:
     """The report of a settled run: a succeeded run's final message, else nothing."""
     return (task.result or "").strip() if task.record.status == "succeeded" else ""
 

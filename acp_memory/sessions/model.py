@@ -47,6 +47,14 @@ class SessionCost(CamelModel):
     currency: str = "USD"
 
 
+class ProxiedAgent(CamelModel):
+    """A proxied session's origin (`acp-memory proxy`): the inner agent's session id, kept as
+    text (it is untrusted, never a path), and the command that runs the inner agent."""
+
+    inner_session_id: str
+    command: list[str]
+
+
 class SessionRecord(CamelModel):
     """session.json."""
 
@@ -70,6 +78,8 @@ class SessionRecord(CamelModel):
     memory_enabled: bool | None = None
     # What the main agent's model calls of every turn so far cost, at models[].price.
     cost: SessionCost | None = None
+    # A proxy's record of another agent's session (its bundle under `<sessions dir>/proxy`).
+    proxy: ProxiedAgent | None = None
     # Child bundles only.
     subagent_run: bool | None = None
     parent_session_id: str | None = None

@@ -63,7 +63,13 @@ def test_shared_flags_are_accepted_before_or_after_the_subcommand(argv):
 
 def test_the_parser_lists_every_subcommand_of_the_design():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
-    assert set(sub.choices) == {"acp", "demo", "http", "notes", "doctor"}
+    assert set(sub.choices) == {"acp", "demo", "http", "notes", "doctor", "proxy"}
+
+
+def test_the_proxys_inner_agent_keeps_its_own_flags_after_the_double_dash():
+    args = build_parser().parse_args(["proxy", "--home", "H", "--", "npx", "--home", "-y"])
+    assert args.home == "H"
+    assert args.inner == ["--", "npx", "--home", "-y"]
 
 
 def test_doctor_online_is_a_flag_that_defaults_to_off():
