@@ -31,7 +31,7 @@ from acp_memory.jsonrpc.cancel import CANCEL_REQUEST, InboundRequests
 from acp_memory.jsonrpc.correlation import OutboundRequests
 from acp_memory.jsonrpc.dispatch import AfterReply, Handler, Methods
 from acp_memory.jsonrpc.errors import INVALID_REQUEST, PARSE_ERROR, REQUEST_CANCELLED
-from acp_memory.jsonrpc.framing import DEFAULT_MAX_LINE_BYTES, OversizedLine, read_lines
+from acp_memory.jsonrpc.framing import DEFAULT_MAX_LINE_BYTES, OversizedLine, input_lines
 from acp_memory.jsonrpc.messages import error_response, is_response, readable_id, request_problem
 from acp_memory.jsonrpc.outbox import Outbox
 
@@ -105,18 +105,9 @@ class Connection:
         await self._outbox.post({"jsonrpc": "2.0", "method": method, "params": params})
 
     async def _read(self) -> None:
-        async with contextlib.aclosing(read_lines(self._receive, self._max_line)) as lines:
-            while True:
-                try:
-                    line = await anext(lines)
-                except StopAsyncIteration:
-                    return
-                except (anyio.BrokenResourceError, OSError) as exc:
-                    # A broken input (EIO, a reset socket) ends the conversation exactly as
-                    # its end does; nothing more will arrive on it.
-                    reason = exc.__cause__ or exc
-                    log.warning("input failed (%s); treating it as closed", _describe(reason))
-                    return
+        lines = input_lines(self._receive, self._max_line, "input")
+        async with contextlib.aclosing(lines):
+            async for line in lines:
                 await self._on_line(line)
 
     async def _on_line(self, line: bytes | OversizedLine) -> None:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
+import anyio
 from anyio import EndOfStream
 from anyio.abc import ByteReceiveStream
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _CHUNK = 1024 * 1024
@@ -57,3 +62,23 @@ async def read_lines(
         yield OversizedLine(dropping)
     elif held:
         yield b"".join(parts)
+
+
+async def input_lines(
+    receive: ByteReceiveStream, max_line_bytes: int, name: str
+) -> AsyncGenerator[bytes | OversizedLine, None]:
+    """`read_lines` until the input ends. A broken input (EIO, a reset socket) ends it exactly
+    as its end does, nothing more will arrive on it, with one warning: `<name> failed
+    (<reason>); treating it as closed`."""
+    async with contextlib.aclosing(read_lines(receive, max_line_bytes)) as lines:
+        while True:
+            try:
+                line = await anext(lines)
+            except StopAsyncIteration:
+                return
+            except (anyio.BrokenResourceError, OSError) as exc:
+                reason = exc.__cause__ or exc
+                log.warning("%s failed (%s); treating it as closed", name,
+                            str(reason) or type(reason).__name__)
+                return
+            yield line

@@ -23,7 +23,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
 from acp_memory.jsonrpc.cancel import CANCEL_REQUEST
 from acp_memory.jsonrpc.errors import INTERNAL_ERROR, REQUEST_CANCELLED
-from acp_memory.jsonrpc.framing import DEFAULT_MAX_LINE_BYTES, OversizedLine, read_lines
+from acp_memory.jsonrpc.framing import DEFAULT_MAX_LINE_BYTES, OversizedLine, input_lines
 from acp_memory.jsonrpc.messages import readable_id
 from acp_memory.jsonrpc.outbox import Outbox
 
@@ -218,20 +218,9 @@ class Relay:
         scope.cancel()
 
     async def _read(self, peer: _Peer) -> None:
-        async with contextlib.aclosing(read_lines(peer.receive, self._max_line)) as lines:
-            while True:
-                try:
-                    line = await anext(lines)
-                except StopAsyncIteration:
-                    return
-                except (anyio.BrokenResourceError, OSError) as exc:
-                    reason = exc.__cause__ or exc
-                    log.warning(
-                        "the %s's output failed (%s): treating it as closed",
-                        peer.side.value,
-                        str(reason) or type(reason).__name__,
-                    )
-                    return
+        lines = input_lines(peer.receive, self._max_line, f"the {peer.side.value}'s output")
+        async with contextlib.aclosing(lines):
+            async for line in lines:
                 if isinstance(line, OversizedLine):
                     _dropped(peer, f"a line of {line.size} bytes exceeds {self._max_line}")
                     continue

@@ -4,9 +4,7 @@ once, rather than into a step of a turn this process does not run."""
 
 from __future__ import annotations
 
-import anyio
-
-from acp_memory.runtime.memory_run import SEND_BOUND_SECONDS, MemoryRun, report_of
+from acp_memory.runtime.memory_run import MemoryRun, report_of
 
 LATE = "the next prompt"
 
@@ -24,11 +22,7 @@ class CarriedRun(MemoryRun):
         is withdrawn (its change held), the updates on their way go out; a run that has
         not delivered keeps its report for the next prompt; one that ended without a report
         says so now."""
-        if self.questions is not None:
-            await self.questions.close()
-        with anyio.move_on_after(SEND_BOUND_SECONDS):
-            for event in list(self._pending):
-                await event.wait()
+        await self._turn_ended()
         task = self.task
         if task is not None and task.ended.is_set() and not self._finished_sent:
             if not report_of(task):  # nothing to carry: its end is told now

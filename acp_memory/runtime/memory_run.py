@@ -158,15 +158,20 @@ class MemoryRun:
             context.memory_report = self.report
         return context
 
-    async def end_turn(self) -> None:
-        """At the end of the turn, shielded by the caller: the updates still on their way go
-        out, and a run that settled without delivering says so now. A review question
-        still open is withdrawn first (its change held)."""
+    async def _turn_ended(self) -> None:
+        """A review question still open withdrawn (its change held), then the updates on
+        their way sent (each bounded)."""
         if self.questions is not None:
             await self.questions.close()
         with anyio.move_on_after(SEND_BOUND_SECONDS):
             for event in list(self._pending):
                 await event.wait()
+
+    async def end_turn(self) -> None:
+        """At the end of the turn, shielded by the caller: the updates still on their way go
+        out, and a run that settled without delivering says so now. A review question
+        still open is withdrawn first (its change held)."""
+        await self._turn_ended()
         task = self.task
         if task is None:
             return
