@@ -63,7 +63,8 @@ class InnerAgent:
         if code is None:
             how = "closed its output"
         elif code < 0:
-            how = f"was killed by {_signal_name(-code)}"
+            # The code a shell would give, and the signal that is its reason.
+            how = f"exited with code {128 - code} (killed by {_signal_name(-code)})"
         else:
             how = f"exited with code {code}"
         line = f"the inner agent {self.name} {how}"
