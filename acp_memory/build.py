@@ -13,6 +13,7 @@ from acp_memory.hooks.surface import Hooks
 from acp_memory.llm.registry import ProviderHub
 from acp_memory.memory.direct import DirectMemoryTool
 from acp_memory.runtime.runner import SessionRunner
+from acp_memory.runtime.tidy_run import TidyPasses
 from acp_memory.tools.agents import SpawnAgent
 from acp_memory.tools.background import BACKGROUND_TOOLS
 from acp_memory.tools.command import RunCommand
@@ -54,7 +55,7 @@ def build_runner(
     """The session runner of one surface: engine, models, tool services; hooks, the
     config's unless the surface runs its own (the proxy runs none)."""
     engine = build_engine(cfg, paths)
-    return SessionRunner(
+    runner = SessionRunner(
         cfg,
         paths,
         engine,
@@ -63,3 +64,5 @@ def build_runner(
         hooks=Hooks(cfg) if hooks is None else hooks,
         commands=BuiltinCommands(),
     )
+    runner.memory.on_open.append(TidyPasses(runner.memory).opened)  # memory.tidy.every_hours
+    return runner

@@ -417,6 +417,11 @@ def _run_proxy(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
 
 
 def _run_notes(cfg: Config, paths: Paths, args: argparse.Namespace) -> int:
+    if getattr(args, "notes_action", None) == "tidy":  # a model's run: the runtime's
+        from acp_memory.runtime.tidy_run import tidy_command
+
+        return tidy_command(cfg, paths, args.scope.rstrip(":"), apply=args.apply,
+                            as_json=args.json)
     from acp_memory.memory.cli import run_notes
 
     return run_notes(args, cfg, paths)

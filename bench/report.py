@@ -43,6 +43,7 @@ BENCHES: dict[str, list[str]] = {
     "journal": ["journal.py", "--writes", "300", "--rounds", "3"],
     "shared": ["shared.py", "--notes", "10000", "--writes", "200", "--finds", "20"],
     "proxy": ["proxy.py", "--updates", "20000", "--runs", "5", "--pings", "500", "--prompts", "50"],
+    "tidy": ["tidy.py", "--notes", "10000", "--duplicates", "500", "--contradictions", "200"],
 }
 FULL: dict[str, list[str]] = {"search_full": ["search.py", "--notes", "100000"]}
 SUITE = [sys.executable, "-m", "pytest"]  # the README's test command
@@ -182,6 +183,20 @@ def proxy_prompt(figure: str, f: Figures) -> Row:
                times(f["prompt_on_p50_ms"] / f["prompt_off_p50_ms"]), "—", "—")
 
 
+def tidy_found(figure: str, f: Figures) -> Row:
+    return Row(figure, f"{f['found']:.3f} in {f['candidates_s']:.2f} s",
+               f"{f['duplicates'] + f['contradictions']} planted pairs, {f['groups']} groups",
+               "—", "≥ 0.95 within 10 s", yes(f["found"] >= 0.95 and f["candidates_s"] <= 10))
+
+
+def tidy_precision(figure: str, f: Figures) -> Row:
+    if f["offline_tidy_precision"] is None:
+        return Row(figure, met="failed: the offline tidy proposed nothing")
+    return Row(figure, f"{f['offline_tidy_precision']:.3f}",
+               f"{f['tidy_proposals']} proposals over {f['tidy_groups']} groups in "
+               f"{f['tidy_s']:.1f} s", "—", "≥ 0.9", yes(f["offline_tidy_precision"] >= 0.9))
+
+
 def suite(figure: str, f: Figures) -> Row:
     return Row(figure, f"{f['seconds']:.0f} s", "—", "—", "≤ 120 s", yes(f["seconds"] <= 120))
 
@@ -211,6 +226,10 @@ ROWS: list[tuple[str, str, Callable[[str, Figures], Row]]] = [
     ("what `acp-memory proxy` adds to a forwarded message, one way, p50", "proxy", proxy_added),
     ("a prompt's round trip through `acp-memory proxy`, memory on (offline model), p50", "proxy",
      proxy_prompt),
+    ("tidy's candidates, 10,000 notes: the planted duplicates and contradictions found",
+     "tidy", tidy_found),
+    ("the offline tidy's precision: its proposals that act on a planted pair as planted",
+     "tidy", tidy_precision),
     ("the test suite, `python -m pytest` (3 workers)", "suite", suite),
 ]  # fmt: skip
 

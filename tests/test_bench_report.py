@@ -114,6 +114,27 @@ def test_the_proxy_rows_hold_streaming_to_the_agent_direct_and_what_it_adds_to_o
         "7.00 ms", "memory off 2.00 ms, direct 0.10 ms", "3.50×", "—", "—"]  # fmt: skip
 
 
+def test_the_tidy_rows_hold_the_planted_pairs_found_to_10_s_and_the_offline_tidy_to_0_9():
+    tidy = {"duplicates": 500, "contradictions": 200, "groups": 700, "found": 0.97,
+            "candidates_s": 11.0, "offline_tidy_precision": 0.95, "tidy_proposals": 700,
+            "tidy_groups": 700, "tidy_s": 3.5}
+    table = report.table(report.rows({"tidy": tidy}))
+    assert cells(table, "tidy's candidates, 10,000 notes")[1:] == [
+        "0.970 in 11.00 s", "700 planted pairs, 700 groups", "—", "≥ 0.95 within 10 s", "no"]
+    assert cells(table, "the offline tidy's precision")[1:] == [
+        "0.950", "700 proposals over 700 groups in 3.5 s", "—", "≥ 0.9", "yes"]  # fmt: skip
+    (_, row) = report.rows({"tidy": {**tidy, "offline_tidy_precision": None}})
+    assert row.met == "failed: the offline tidy proposed nothing"
+
+
+def test_the_tidy_bench_measures_the_offline_tidys_precision_on_its_planted_pairs():
+    sizes = ["--notes", "300", "--duplicates", "10", "--contradictions", "6"]
+    figures = report.run_bench([sys.executable, str(BENCH / "tidy.py"), "--json", *sizes])
+    assert isinstance(figures, dict), figures
+    assert figures["tidy_groups"] == figures["groups"] == 16 == figures["tidy_proposals"]
+    assert figures["offline_tidy_precision"] == 1.0
+
+
 def test_the_shared_bench_prints_the_figures_its_rows_are_made_from(pg_server):
     # On the worker's server (its own start is the bench's default, timed nowhere).
     sizes = ["--notes", "60", "--writes", "2", "--finds", "2", "--dsn", pg_server.dsn]
@@ -140,6 +161,7 @@ def test_a_bench_that_exits_with_an_error_gives_its_last_line_and_one_without_js
     [
         ("journal", ["--writes", "3", "--rounds", "1"]),
         ("search", ["--notes", "100"]),
+        ("tidy", ["--notes", "100", "--duplicates", "3", "--contradictions", "2"]),
         ("proxy", ["--updates", "50", "--runs", "1", "--pings", "5", "--prompts", "1"]),
     ],
 )

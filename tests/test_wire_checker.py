@@ -15,6 +15,7 @@ STARTED = {
     "status": "started",
     "taskId": "bg_3",
     "childSessionId": CHILD,
+    "_meta": {"acpMemory": {"kind": "turn"}},
 }
 FINISHED = {
     "sessionUpdate": "memory_run",
@@ -25,7 +26,8 @@ FINISHED = {
     "durationMs": 3210,
     "delivered": True,
     "_meta": {"acpMemory": {"modelCalls": 2, "inputTokens": 1200, "outputTokens": 95,
-                            "cachedReadTokens": 800, "cachedWriteTokens": 0, "durationMs": 3210}},
+                            "cachedReadTokens": 800, "cachedWriteTokens": 0, "durationMs": 3210,
+                            "kind": "turn"}},
 }
 COST = FINISHED["_meta"]["acpMemory"]
 FAILED = {
@@ -38,7 +40,9 @@ SKIPPED = {
     "sessionUpdate": "memory_run",
     "status": "skipped",
     "reason": "memory runs in flight for this session: 2 of 2",
+    "_meta": {"acpMemory": {"kind": "turn"}},
 }
+REFLECT = {"acpMemory": {"kind": "reflect"}}
 
 
 def _errors(*messages: dict[str, Any]) -> list[str]:
@@ -57,7 +61,11 @@ def _extension(update: dict[str, Any]) -> dict[str, Any]:
     return {"method": "_acp_memory/memory_run", "params": {"sessionId": SID, **params}}
 
 
-@pytest.mark.parametrize("update", [STARTED, FINISHED, FAILED, SKIPPED])
+@pytest.mark.parametrize("update", [
+    STARTED, FINISHED, FAILED, SKIPPED,
+    {**STARTED, "_meta": REFLECT}, {**SKIPPED, "_meta": REFLECT},
+    {**FINISHED, "_meta": {"acpMemory": {**COST, "kind": "reflect"}}},
+])
 def test_the_documented_memory_run_updates_pass_in_both_forms(update):
     assert _errors(_update(update), _extension(update)) == []
 
@@ -91,6 +99,22 @@ def test_anything_else_named_memory_run_is_refused(update):
     ],
 )
 def test_the_finished_cost_is_exactly_the_documented_meta(update):
+    assert len(_errors(_update(update))) == 1
+    assert len(_errors(_extension(update))) == 1
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {k: v for k, v in STARTED.items() if k != "_meta"},
+        {k: v for k, v in SKIPPED.items() if k != "_meta"},
+        {**FINISHED, "_meta": {"acpMemory": {k: v for k, v in COST.items() if k != "kind"}}},
+        {**STARTED, "_meta": {"acpMemory": {"kind": "nightly"}}},
+        {**SKIPPED, "_meta": {"acpMemory": {"kind": "turn", "modelCalls": 0}}},
+        {**STARTED, "_meta": {"acpMemory": {"kind": "turn"}, "other": {}}},
+    ],
+)
+def test_every_memory_run_update_says_exactly_its_kind(update):
     assert len(_errors(_update(update))) == 1
     assert len(_errors(_extension(update))) == 1
 

@@ -85,13 +85,16 @@ def validate_def(def_name: str, instance: Any) -> None:
 
 # The one update outside the schemas that acp-memory sends, exactly as documented in
 # docs/architecture.md and DESIGN.md: a memory run started, finished (with its cost in
-# `_meta.acpMemory`) or skipped. Anything else is refused.
+# `_meta.acpMemory`) or skipped, each saying its kind in `_meta.acpMemory.kind`. Anything else
+# is refused.
 _RUN_STATUS = {"enum": ["succeeded", "failed", "timed_out", "stopped"]}
 _TASK_ID = {"type": "string", "pattern": "^bg_[0-9]+$"}
 _SESSION_ID = {"type": "string", "pattern": "^sess_[0-9a-f]{24}$"}
 _COUNT = {"type": "integer", "minimum": 0}
 _COST_KEYS = ["modelCalls", "inputTokens", "outputTokens", "cachedReadTokens",
               "cachedWriteTokens", "durationMs"]
+# What started a run: a user turn, a session let go or closed (a reflection), or /memory tidy.
+_RUN_KIND = {"enum": ["turn", "reflect", "tidy"]}
 # What a finished run cost, in the one `_meta` key the design gives it: nothing else rides there.
 _COST_META = {
     "type": "object",
@@ -99,8 +102,22 @@ _COST_META = {
     "properties": {
         "acpMemory": {
             "type": "object",
-            "required": _COST_KEYS,
-            "properties": dict.fromkeys(_COST_KEYS, _COUNT),
+            "required": [*_COST_KEYS, "kind"],
+            "properties": {**dict.fromkeys(_COST_KEYS, _COUNT), "kind": _RUN_KIND},
+            "additionalProperties": False,
+        }
+    },
+    "additionalProperties": False,
+}
+# The started and skipped updates say what started the run, and nothing else rides there.
+_KIND_META = {
+    "type": "object",
+    "required": ["acpMemory"],
+    "properties": {
+        "acpMemory": {
+            "type": "object",
+            "required": ["kind"],
+            "properties": {"kind": _RUN_KIND},
             "additionalProperties": False,
         }
     },
@@ -108,8 +125,8 @@ _COST_META = {
 }
 MEMORY_RUN_VARIANTS: dict[str, dict[str, Any]] = {
     "started": {
-        "required": ["status", "taskId", "childSessionId"],
-        "properties": {"taskId": _TASK_ID, "childSessionId": _SESSION_ID},
+        "required": ["status", "taskId", "childSessionId", "_meta"],
+        "properties": {"taskId": _TASK_ID, "childSessionId": _SESSION_ID, "_meta": _KIND_META},
     },
     "finished": {
         "required": ["status", "taskId", "childSessionId", "taskStatus", "durationMs", "delivered",
@@ -125,8 +142,8 @@ MEMORY_RUN_VARIANTS: dict[str, dict[str, Any]] = {
         },
     },
     "skipped": {
-        "required": ["status", "reason"],
-        "properties": {"reason": {"type": "string", "minLength": 1}},
+        "required": ["status", "reason", "_meta"],
+        "properties": {"reason": {"type": "string", "minLength": 1}, "_meta": _KIND_META},
     },
 }
 

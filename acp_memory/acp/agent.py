@@ -100,7 +100,8 @@ class AcpAgent:
         self.client_capabilities: dict[str, Any] = {}
         # How memory_run updates go out: the config's form until the client asks for its own.
         self.memory_run_updates = self.cfg.acp.memory_run_updates
-        self.table = runner.session_table()  # idle sessions let go (serve() runs it)
+        # Idle sessions let go (serve() runs it), a reflection's memory_run updates told.
+        self.table = runner.session_table(notify_memory=self._memory_run)
 
     def handlers(self) -> Handlers:
         return {
@@ -297,7 +298,8 @@ class AcpAgent:
         runs ended (at most exit_wait_seconds) and its pool stopped. A later load opens it."""
         req = parse_params(CloseSessionRequest, params)
         session = await self.session(req.session_id)
-        await self._held_for(session, partial(self.runner.close_session, session))
+        await self._held_for(session, partial(self.runner.close_session, session,
+                                              self._memory_run))
         self.table.discard(session)
         return {}
 

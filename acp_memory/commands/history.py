@@ -15,15 +15,19 @@ from acp_memory.memory.history.summary import change_line, counted, undone_line
 from acp_memory.memory.shared.key import shared_key_of, shared_label
 from acp_memory.memory.store import MemoryStore, NoteError
 from acp_memory.runtime.memory_service import is_memory_run
+from acp_memory.runtime.reflection import is_reflection_run
+from acp_memory.runtime.tidy_run import is_tidy_run, tidy_in_session
 from acp_memory.sessions.store import Session
 
 LOG_LIMIT = 10  # the changes /memory log shows
 FORCE_HINT = "/memory undo --force undoes anyway"
-SUBCOMMANDS = "log, undo [--force], pending, approve [ID|all], reject [ID|all]"
+SUBCOMMANDS = ("log, undo [--force], pending, approve [ID|all], reject [ID|all], "
+               "tidy [global|project]")
 USAGE = (f"Usage: /memory [{SUBCOMMANDS}]: alone, the last memory run and the notes; log, the "
          "recent changes of the notes; undo, the changes of this session's last memory run "
          "(all or none; --force over later changes); pending, approve and reject, the changes "
-         "held for approval in this session (all of them when no ID is given).")
+         "held for approval in this session (all of them when no ID is given); tidy, a tidy "
+         "run over a root (default project), its proposals held for approve or reject.")
 
 
 async def memory_subcommand(call: CommandCall) -> str:
@@ -41,7 +45,20 @@ async def memory_subcommand(call: CommandCall) -> str:
             return await _on_disk(_pending, store, call.session)
         if word in ("approve", "reject"):
             return await _on_disk(_decide, store, call.session, word, rest or "all")
+    if word == "tidy" and rest.rstrip(":") in ("", "global", "project"):
+        return await _tidy(call, rest.rstrip(":") or "project")
     return USAGE
+
+
+async def _tidy(call: CommandCall, scope: str) -> str:
+    """`/memory tidy [SCOPE]`: a tidy run (it calls the memory model) as a memory run of the
+    session, its proposals held as this session's (`/memory approve|reject`)."""
+    try:
+        lines = await tidy_in_session(call.runner.memory, call.session, scope,
+                                      call.notify_memory)
+    except (NoteError, JournalError) as exc:  # the candidates could not be read
+        return f"The tidy run of {scope}: failed: {exc}"
+    return "\n".join(lines)
 
 
 async def _on_disk(work: Callable[..., str], *args: object) -> str:
@@ -71,7 +88,10 @@ def _log(store: MemoryStore) -> str:
 async def _undo(call: CommandCall, store: MemoryStore, force: bool) -> str:
     """Undo the changes of this session's last memory run, all in one step."""
     pool = call.runner.pool_for(call.session)
-    runs = [r for r in await pool.records(include_system=True) if is_memory_run(r)]
+    # A turn's run: a reflection's changes are undone by id (`notes undo`), and a tidy run
+    # made none (its proposals are held).
+    runs = [r for r in await pool.records(include_system=True)
+            if is_memory_run(r) and not is_reflection_run(r) and not is_tidy_run(r)]
     if not runs:
         return "No memory run in this session yet: nothing to undo."
     last = runs[-1]

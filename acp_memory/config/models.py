@@ -216,6 +216,22 @@ class SharedMemoryConfig(Section):
         return list(self._unset_variables)
 
 
+class ReflectConfig(Section):
+    """Reflection runs: what a whole session taught, saved once it is let go or closed."""
+
+    enable: bool = True  # only where memory is on for the session
+    min_turns: int = Field(default=3, ge=1)  # user turns since the last reflection
+    max_chars: int = Field(default=60_000, ge=1000)  # the transcript's cut, newest kept
+
+
+class TidyConfig(Section):
+    """Tidy runs: duplicates merged, contradictions settled, stale lines dropped, as held
+    proposals."""
+
+    every_hours: float = Field(default=0, ge=0)  # a background pass per root; 0: never by itself
+    max_groups: int = Field(default=50, ge=1)  # candidate groups one run is handed
+
+
 class MemoryConfig(Section):
     enable: bool = False
     model: str = ""
@@ -248,6 +264,8 @@ class MemoryConfig(Section):
     review: Annotated[Literal["off", "ask"], _false_means("off")] = "off"
     pending_days: int = Field(default=7, ge=1)
     shared: SharedMemoryConfig = Field(default_factory=SharedMemoryConfig)
+    reflect: ReflectConfig = Field(default_factory=ReflectConfig)
+    tidy: TidyConfig = Field(default_factory=TidyConfig)
 
 
 class McpServerConfig(Section):

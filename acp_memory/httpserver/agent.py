@@ -53,8 +53,10 @@ class HttpAgent:
         self.paths = runner.paths
         self.store = runner.store
         self.events = EventHub()
-        # An events stream being read keeps its session open, as a turn or a task does.
-        self.table = runner.session_table(in_use=self.events.watched)
+        # An events stream being read keeps its session open, as a turn or a task does; a
+        # reflection's memory_run updates go to the session's stream.
+        self.table = runner.session_table(in_use=self.events.watched,
+                                          notify_memory=self._memory_run)
         self._owner: TaskGroup | None = None
 
     @contextlib.asynccontextmanager
@@ -80,6 +82,9 @@ class HttpAgent:
         """Cancel every running turn and end every events stream (the server is stopping)."""
         self.table.stop()
         self.events.close()
+
+    async def _memory_run(self, session_id: str, update: dict[str, Any]) -> None:
+        self.events.publish(session_id, {"sessionUpdate": "memory_run", **update})
 
     def close(self) -> None:
         """Stop the sessions' background work and release their bundles."""

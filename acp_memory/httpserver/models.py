@@ -112,8 +112,10 @@ class NamesRoot(CamelModel):
     shared: str | None = Field(default=None, description="the project key when this is the "
                                "team's shared project memory (memory.shared); absent otherwise")
 
+    # No return annotation on these serializers: pydantic would make it the answer's schema
+    # (a bare object in the OpenAPI document), where without one the fields are the schema.
     @model_serializer(mode="wrap")
-    def _shared_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _shared_when_set(self, handler: SerializerFunctionWrapHandler):
         data: dict[str, Any] = handler(self)
         if data.get("shared") is None:
             data.pop("shared", None)
@@ -183,11 +185,21 @@ class MemoryDir(NamesRoot):
 class ChangeSourceInfo(CamelModel):
     """Where a change came from; every key is present, null when it does not apply."""
 
-    surface: str = Field(description="memory_run, memory_tool, cli, http or command")
+    surface: str = Field(description="memory_run, reflect, memory_tool, cli, http or command")
     session_id: str | None
     task_id: str | None = Field(description="the memory run's task")
     message: str | None = Field(description="the first line of the turn's user message, "
                                 "redacted")
+
+
+ChangeAction = Literal["create", "update", "delete", "mkdir", "rmdir", "undo", "purge"]
+
+
+class HeldPart(CamelModel):
+    """Another note a held change makes with its own (a merge's)."""
+
+    path: str = Field(description="relative to the root")
+    action: ChangeAction
 
 
 class MemoryChange(NamesRoot):
@@ -197,17 +209,23 @@ class MemoryChange(NamesRoot):
     time: str = Field(description="ISO 8601, UTC")
     root: Root
     path: str = Field(description="relative to the root")
-    action: Literal["create", "update", "delete", "mkdir", "rmdir", "undo", "purge"]
+    action: ChangeAction
     source: ChangeSourceInfo
     summary: str = Field(description="one line: `+3 -1 lines`, `deleted, 120 bytes`...")
     undoes: str | None = Field(default=None, description="an undo: the change it undid")
+    reason: str | None = Field(default=None, description="a held change: why it was "
+                               "proposed, in a line (a tidy run's proposals)")
+    also: list[HeldPart] | None = Field(default=None, description="a held merge: the other "
+                                        "notes it changes with this one, approved or "
+                                        "rejected whole")
 
     @model_serializer(mode="wrap")
-    def _without_undoes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # The pinned object has `undoes` on an undo only, `shared` on a shared root's change
-        # only; the source keeps its nulls.
+    def _without_undoes(self, handler: SerializerFunctionWrapHandler):
+        # No return annotation: NamesRoot's serializer says why. The pinned object has
+        # `undoes` on an undo only, `shared` on a shared root's change only, `reason` and
+        # `also` on a held change that has them; the source keeps its nulls.
         data: dict[str, Any] = handler(self)
-        for key in ("undoes", "shared"):
+        for key in ("undoes", "shared", "reason", "also"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data

@@ -39,7 +39,7 @@ class SearchHit(NamesRoot):
     changed: str | None = Field(default=None, description="when the note last changed, ISO "
                                 "8601 UTC (absent when it is gone since the search)")
     source: str | None = Field(default=None, description="who changed it last: memory_run, "
-                               "memory_tool, cli, http, command, or `hand edit`")
+                               "reflect, memory_tool, cli, http, command, or `hand edit`")
 
 
 class MemorySearch(CamelModel):

@@ -104,6 +104,16 @@ _ACTIONS = {
         "is left alone, nothing is deleted. With memory.shared on, project: is the team's "
         "shared notes (the local copy when the server cannot be reached).",
     ),
+    "tidy": (
+        "propose merging duplicates, settling contradictions, dropping stale lines",
+        "Run a tidy run over a root (SCOPE: project: or global:, default project:): the "
+        "memory model reads the notes that say the same thing, give one subject two values "
+        "(the newer wins) or cite paths that are gone, and proposes merges, updates and "
+        "deletes, each with a one-line reason. They are held for `notes approve` or `notes "
+        "reject` (a merge is one held change over its notes); with --apply they are made at "
+        "once, each a change `notes undo` reverses. It calls the memory model. With --json, "
+        "{scope, groups, held: [{id, paths, actions, reason}], made: [...], refused, report}.",
+    ),
     **HISTORY_ACTIONS,
 }
 
@@ -162,6 +172,12 @@ def add_notes_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     out.add_argument("source", metavar="FOLDER",
                      help="the notes to write out, as scope:folder, e.g. project:")
     out.add_argument("dir", metavar="DIR", help="the folder to write them into")
+    tidy = action("tidy")
+    tidy.add_argument("scope", metavar="SCOPE", nargs="?", default="project:",
+                      help="the root to tidy, project: or global: (default project:)")
+    tidy.add_argument("--apply", action="store_true",
+                      help="make the proposals at once instead of holding them")
+    tidy.add_argument("--json", action="store_true", help="print one JSON object (see above)")
     add_history_parsers(action)
 
 

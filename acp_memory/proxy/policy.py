@@ -143,7 +143,7 @@ class MemoryPolicy:
             "session/prompt": self._prompt,
             "session/set_config_option": self.options.set_option,
             "session/close": self._close,
-            "session/delete": self._close,
+            "session/delete": self._delete,
         }
 
     # -- the handshake -------------------------------------------------------------------
@@ -215,21 +215,32 @@ class MemoryPolicy:
             return
         self.sessions[inner_id] = Proxied(inner_id, session)
 
-    async def _close(self, params: dict[str, Any], forward: Forward) -> Reply:
+    async def _close(
+        self, params: dict[str, Any], forward: Forward, *, reflect: bool = True
+    ) -> Reply:
         reply = await forward(params)
         proxied = self.sessions.pop(params.get("sessionId"), None)  # type: ignore[arg-type]
         if proxied is not None:
             self.options.agent.pop(proxied.inner_id, None)
-            await self._let_go(proxied)
+            await self._let_go(proxied, reflect=reflect)
         return reply
 
-    async def _let_go(self, proxied: Proxied) -> None:
+    async def _delete(self, params: dict[str, Any], forward: Forward) -> Reply:
+        # As the runner's delete_session: what a deleted session said is not learned from.
+        return await self._close(params, forward, reflect=False)
+
+    async def _let_go(self, proxied: Proxied, *, reflect: bool = True) -> None:
         self.sessions.pop(proxied.inner_id, None)
         for scope in proxied.waits:
             scope.cancel()
         for run in proxied.carried:
             await run.abandon()
-        await self.runner.close_session(proxied.session)
+        notify = self.link.notifier(proxied.inner_id)
+
+        async def reflection_update(_: str, update: dict[str, Any]) -> None:
+            await notify(update)  # under the inner id, the one the editor knows
+
+        await self.runner.close_session(proxied.session, reflection_update, reflect=reflect)
         proxied.session.close()
 
     # -- prompts -------------------------------------------------------------------------

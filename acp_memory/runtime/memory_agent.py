@@ -25,6 +25,8 @@ from acp_memory.tools.registry import ToolSet
 log = logging.getLogger(__name__)
 
 MEMORY_TEMPLATE = "memory_agent.md"
+# A reflection run's (runtime/reflection.py): the same child on a session's transcript.
+REFLECT_TEMPLATE = "reflect_agent.md"
 NO_HITS = "(no memory hits)"
 READ_TOOLS = ("memory_search", "memory_list", "memory_read")
 WRITE_TOOLS = ("memory_mkdir", "memory_save", "memory_delete")
@@ -104,7 +106,7 @@ class MemoryTemplates(Templates):
         return None if text is None else self._composed(name, text)
 
     def _composed(self, name: str, text: str) -> str:
-        if name != MEMORY_TEMPLATE:
+        if name not in (MEMORY_TEMPLATE, REFLECT_TEMPLATE):
             return text
         return compose_memory_template(text, read_only=self.read_only, operator=self.operator)
 
@@ -190,17 +192,21 @@ class MemoryLaunch:
         session_mode: str,
         session_model_id: str,
         review: Review | None = None,
+        reflect: bool = False,
     ) -> MemoryLaunch:
         """The launch for a user message of a session in session_mode on session_model_id;
-        review asks the user before each save and delete (memory.review: ask)."""
+        review asks the user before each save and delete (memory.review: ask). A reflection
+        (reflect) runs on reflect_agent.md, its message a transcript already cut to
+        memory.reflect.max_chars and redacted."""
         read_only = session_mode == "ask"
         return cls(
             # Redacted before the child reads it: a secret it never sees reaches none of the
             # run's files in any form (a lowercased search, a split token), nor a note.
-            task=cut_task_text(redact_text(message)),
+            task=message if reflect else cut_task_text(redact_text(message)),
             tools=memory_tool_set(store, cfg.memory, read_only=read_only, review=review),
             templates=MemoryTemplates.for_launch(templates, cfg.memory, read_only=read_only),
             models=memory_model_chain(cfg, session_model_id),
             max_turns=memory_max_turns(cfg),
             read_only=read_only,
+            template=REFLECT_TEMPLATE if reflect else MEMORY_TEMPLATE,
         )

@@ -19,10 +19,11 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
+from acp_memory.clock import Clock
 from acp_memory.engine.prompt import TurnContext
 from acp_memory.engine.turn import TurnContextSource
 from acp_memory.memory.redact import redact_text
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 # A surface that is told the run's news: the update without its session tag.
 NotifyMemory = Callable[[dict[str, Any]], Awaitable[None]]
+# What started a run: a user turn, a session let go or closed (runtime/reflection.py), or
+# `/memory tidy` (runtime/tidy_run.py).
+RunKind = Literal["turn", "reflect", "tidy"]
 # How long the end of a turn waits for its own memory updates to go out (a stuck client
 # must not hold the prompt's answer for ever).
 SEND_BOUND_SECONDS = 5.0
@@ -53,11 +57,38 @@ def run_reason(record: TaskRecord) -> str:
     return record.error or record.status
 
 
+async def send_update(clock: Clock, notify: NotifyMemory | None, update: dict[str, Any]) -> None:
+    """Tell the surface a memory_run update, bounded by SEND_BOUND_SECONDS: the end of a turn
+    sends shielded, and a client that stopped reading (its outbox full) must not keep a turn
+    or a run alive; the client's trouble fails neither."""
+    if notify is None:
+        return
+    with clock.move_on_after(SEND_BOUND_SECONDS) as bound:
+        try:
+            await notify(update)
+        except Exception as exc:
+            log.warning("cannot send the memory_run update: %s", exc)
+    if bound.cancelled_caught:
+        log.warning("memory_run update not sent: the client did not take it in %gs",
+                    SEND_BOUND_SECONDS)
+
+
+def kind_meta(kind: RunKind) -> dict[str, Any]:
+    """The `_meta` of a started or skipped memory_run update: what started the run (the
+    finished one adds its cost beside it)."""
+    return {"acpMemory": {"kind": kind}}
+
+
 def finished_update(
-    task_id: str, child_session_id: str | None, record: TaskRecord, *, delivered: bool
+    task_id: str,
+    child_session_id: str | None,
+    record: TaskRecord,
+    *,
+    delivered: bool,
+    kind: RunKind = "turn",
 ) -> dict[str, Any]:
     """The memory_run update of a settled run (the runner's and print mode's alike), with
-    what it cost in `_meta.acpMemory`."""
+    what it cost and its kind (a turn's run, or a reflection) in `_meta.acpMemory`."""
     update: dict[str, Any] = {
         "status": "finished",
         "taskId": task_id,
@@ -68,7 +99,7 @@ def finished_update(
     }
     if record.status != "succeeded":
         update["reason"] = run_reason(record)
-    update["_meta"] = {"acpMemory": run_cost_of(record).as_json()}
+    update["_meta"] = {"acpMemory": {**run_cost_of(record).as_json(), "kind": kind}}
     return update
 
 
@@ -89,7 +120,7 @@ def run_tokens(update: dict[str, Any] | None) -> dict[str, int] | None:
     shape beside its calls and time: a second conversation, counted apart from the turn's."""
     if update is None or update.get("status") != "finished":
         return None
-    cost: dict[str, int] = update["_meta"]["acpMemory"]
+    cost = {k: v for k, v in update["_meta"]["acpMemory"].items() if k != "kind"}
     return {**cost, "totalTokens": cost["inputTokens"] + cost["outputTokens"]}
 
 
@@ -215,7 +246,8 @@ class MemoryRun:
         if (reason := service.bounds.admit(session_id, self)) is not None:
             log.warning("memory run skipped for %s: %s", session_id, reason)
             self.skipped = reason
-            await self._send({"status": "skipped", "reason": reason})
+            await self._send({"status": "skipped", "reason": reason,
+                              "_meta": kind_meta("turn")})
             return None
         started = False
         try:
@@ -233,7 +265,8 @@ class MemoryRun:
                 service.bounds.release(session_id, self)
         self.pool, self.task, self.child_id = launched.pool, launched.task, launched.child_id
         task = self.task
-        await self._send({"status": "started", "taskId": task.id, "childSessionId": self.child_id})
+        await self._send({"status": "started", "taskId": task.id, "childSessionId": self.child_id,
+                          "_meta": kind_meta("turn")})
         return task
 
     # -- settling ----------------------------------------------------------------------------
@@ -285,18 +318,7 @@ class MemoryRun:
     # -- plumbing ----------------------------------------------------------------------------
 
     async def _send(self, update: dict[str, Any]) -> None:
-        if self.notify is None:
-            return
-        # Bounded: the end of a turn sends shielded, and a client that stopped reading (its
-        # outbox full) must not keep the turn alive past a cancel.
-        with self.service.clock.move_on_after(SEND_BOUND_SECONDS) as bound:
-            try:
-                await self.notify(update)
-            except Exception as exc:  # the client's trouble must not fail a turn or a run
-                log.warning("cannot send the memory_run update: %s", exc)
-        if bound.cancelled_caught:
-            log.warning("memory_run update not sent: the client did not take it in %gs",
-                        SEND_BOUND_SECONDS)
+        await send_update(self.service.clock, self.notify, update)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run work in the owner group (step() and done callbacks cannot await); end_turn

@@ -136,6 +136,8 @@ class MemoryService:
         self.paths = paths
         self.engine = engine  # the parent engine: its templates and its clock
         self.host = host
+        # Told of each cwd a session opens in (the background tidy passes, `tidy_run.py`).
+        self.on_open: list[Callable[[str], None]] = []
         self.bounds = RunBounds()
         # How long stopping waits for running runs; `draining` is set when that wait begins.
         self.exit_wait_seconds = MEMORY_EXIT_WAIT_SECONDS
@@ -170,6 +172,9 @@ class MemoryService:
         with contextlib.suppress(RuntimeError):  # no owner: not running (a search builds)
             self._keeper.keep([root for root in wanted if not indexes.ready(root)
                                or root.absolute() in indexes.vectors_behind])
+        for opened in self.on_open:
+            with contextlib.suppress(RuntimeError):  # no owner: not running
+                opened(cwd)
 
     def open_shared(self, session_id: str, cwd: str) -> None:
         """A session opened in cwd: when its project root is shared, its local copy is kept
@@ -199,15 +204,22 @@ class MemoryService:
         text: str,
         on_finish: Callable[[Task], None],
         questions: TurnQuestions | None = None,
+        *,
+        reflect: Callable[[], Awaitable[None]] | None = None,
+        tidy: Callable[[MemoryStore], MemoryLaunch] | None = None,
     ) -> Launched:
         """Start the memory child on text as a system task of parent's pool; with questions
-        (memory.review: ask), its saves and deletes ask the user of the parent's turn first.
-        Raises OSError or PoolRefused when it cannot start."""
+        (memory.review: ask), its saves and deletes ask the user of the parent's turn first
+        (or are held when none can be asked). A reflection run (runtime/reflection.py) passes
+        `reflect`, awaited once its child succeeded; a tidy run (runtime/tidy_run.py) passes
+        `tidy`, its launch over the run's store. Raises OSError or PoolRefused when it
+        cannot start."""
         cfg = self.cfg
         pool = self.host.pool_for(parent)
+        surface = "tidy" if tidy else "memory_run" if reflect is None else "reflect"
         # The source names the task once it has an id (the body sets it).
-        store = self.store_for(parent.record.cwd, ChangeSource("memory_run", parent.id))
-        launch = MemoryLaunch.prepare(
+        store = self.store_for(parent.record.cwd, ChangeSource(surface, parent.id))
+        launch = tidy(store) if tidy else MemoryLaunch.prepare(
             cfg,
             self.engine.templates,
             store,
@@ -215,6 +227,7 @@ class MemoryService:
             session_mode=parent.record.mode,
             session_model_id=parent.record.selected_model_id,
             review=None if questions is None else Review.for_run(store, questions),
+            reflect=reflect is not None,
         )
         # The bundle is made with the task's first files, once its id is known: session.json
         # is written once, in the trip that claims the task.
@@ -247,7 +260,7 @@ class MemoryService:
             store.close(RunCost(record.session_id, record.id, run_cost_of(record).as_json()))
 
         async def body(task: Task) -> str:
-            store.source = ChangeSource("memory_run", parent.id, task.id, change_message(text))
+            store.source = ChangeSource(surface, parent.id, task.id, change_message(text))
             meter = UsageMeter()
             task.record.cost = TaskCost()  # a run that ends before any model call cost nothing
             if not made:
@@ -255,7 +268,10 @@ class MemoryService:
                 raise TaskFailed(failed[0] if failed else "the child session was not made")
             child = made[0]
             try:
-                return await self._run_child(child, launch, task.log, meter)
+                report = await self._run_child(child, launch, task.log, meter)
+                if reflect is not None:
+                    await reflect()
+                return report
             finally:
                 # However it ended (a timeout, a stop, a failure): what its calls cost so far.
                 task.record.cost = run_cost(meter)

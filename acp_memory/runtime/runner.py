@@ -38,6 +38,7 @@ from acp_memory.runtime.mcp_service import McpService
 from acp_memory.runtime.memory_agent import memory_model_warnings
 from acp_memory.runtime.memory_run import MemoryRun, NotifyMemory
 from acp_memory.runtime.memory_service import MemoryHost, MemoryService
+from acp_memory.runtime.reflection import NotifySession, Reflection
 from acp_memory.runtime.subagents import Subagents
 from acp_memory.runtime.table import SessionTable
 from acp_memory.runtime.usage import UsageReports
@@ -133,6 +134,8 @@ class SessionRunner:
                 clock=lambda: self.clock,
             ),
         )
+        # Reflection runs: a session let go (the table) or closed (close_session).
+        self.reflection = Reflection(self.memory, self.memory_enabled)
 
     @property
     def owner(self) -> TaskGroup:
@@ -259,9 +262,14 @@ class SessionRunner:
             return PlainContext()
         return PoolContext(self.pool_for(session))
 
-    def session_table(self, in_use: Callable[[str], bool] | None = None) -> SessionTable:
+    def session_table(
+        self,
+        in_use: Callable[[str], bool] | None = None,
+        notify_memory: NotifySession | None = None,
+    ) -> SessionTable:
         """A front end's table of open sessions, letting idle ones go as `sessions:` says
-        (their pools closed here); a session whose pool runs a task, or that in_use names,
+        (their pools closed here, a reflection run first when one is due, its memory_run
+        updates to notify_memory); a session whose pool runs a task, or that in_use names,
         is in use."""
 
         def busy(session_id: str) -> bool:
@@ -275,6 +283,8 @@ class SessionRunner:
             max_open=self.cfg.sessions.max_open,
             in_use=busy,
             on_release=self.close_pool,
+            on_idle=lambda session: self.reflection.on_idle(session, notify_memory),
+            on_load=lambda session: self.reflection.on_load(session, notify_memory),
         )
 
     def pool_for(self, session: Session) -> TaskPool:
@@ -321,15 +331,22 @@ class SessionRunner:
         self.mcp.release(session_id)  # started again by its next turn
         self._indexed.pop(session_id, None)  # opened again by its next opening
         self.memory.shared.closed(session_id)
+        self.reflection.forget(session_id)
 
-    async def close_session(self, session: Session) -> None:
+    async def close_session(
+        self, session: Session, notify_memory: NotifySession | None = None, *, reflect: bool = True
+    ) -> None:
         """Free what `session` holds in this surface once its turn has ended (a client closed
-        it): its memory runs waited for (MemoryService.drain, bounded by exit_wait_seconds),
-        then its pool stopped and its tasks ended. What else a session holds while open (its
-        MCP servers) is let go here too."""
+        it): its reflection run started when due (reflect), its memory runs waited for
+        (MemoryService.drain, bounded by exit_wait_seconds), then its pool stopped and its
+        tasks ended. What else a session holds while open (its MCP servers) is let go here
+        too."""
+        if reflect and self._owner is not None:
+            await self.reflection.at_close(session, notify_memory)
         await self.memory.drain(session.id)
         self._indexed.pop(session.id, None)
         self.memory.shared.closed(session.id)
+        self.reflection.forget(session.id)
         pool = self._pools.pop(session.id, None)
         if pool is not None:
             await pool.aclose("stopped: the session was closed")
@@ -342,7 +359,8 @@ class SessionRunner:
         Raises BundleBusy while another process writes it, OSError when it cannot go."""
         await anyio.to_thread.run_sync(session.lock.acquire)
         await self.pool_view(session).aclose("stopped: the session was deleted")
-        await self.close_session(session)  # nothing is left running: frees what it holds
+        # Nothing is left running: frees what it holds (no reflection: the bundle goes).
+        await self.close_session(session, reflect=False)
         try:
             await anyio.to_thread.run_sync(shutil.rmtree, session.dir)
         finally:

@@ -84,6 +84,8 @@ class SessionTable:
         max_open: int = MAX_OPEN,
         in_use: Callable[[str], bool] | None = None,
         on_release: Callable[[str], None] | None = None,
+        on_idle: Callable[[Session], bool] | None = None,
+        on_load: Callable[[Session], None] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or Clock()  # what idle time is measured on; tests advance a fake
@@ -91,6 +93,10 @@ class SessionTable:
         self.max_open = max_open
         self.in_use = _never if in_use is None else in_use
         self.on_release = _nothing if on_release is None else on_release
+        # A session due to be let go for idleness: True when work just started for it (a
+        # reflection run), which keeps it open; and a session just loaded from its bundle.
+        self.on_idle = _keep_none if on_idle is None else on_idle
+        self.on_load = _ignore if on_load is None else on_load
         # Open sessions, the least recently used first, and when each was last used.
         self.sessions: dict[str, Session] = {}
         self._used: dict[str, float] = {}
@@ -115,6 +121,9 @@ class SessionTable:
             loaded = await anyio.to_thread.run_sync(self.store.load, session_id)
             # Two requests may have loaded it at once; the first one in wins.
             session = self.sessions.get(session_id) or self._let_go.get(session_id) or loaded
+            if session is loaded:
+                self._open(session)
+                self.on_load(session)
         return self._open(session)
 
     async def writable(self, session_id: str) -> Session:
@@ -199,7 +208,7 @@ class SessionTable:
         for session in list(self.sessions.values()):
             if now - self._used[session.id] < self.idle_seconds:
                 continue
-            if self.idle(session):
+            if self.idle(session) and not self.on_idle(session):
                 self._let_go_of(session)
             else:
                 self._open(session)
@@ -260,4 +269,12 @@ def _never(session_id: str) -> bool:
 
 
 def _nothing(session_id: str) -> None:
+    return None
+
+
+def _keep_none(session: Session) -> bool:
+    return False
+
+
+def _ignore(session: Session) -> None:
     return None

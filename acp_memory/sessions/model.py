@@ -78,6 +78,9 @@ class SessionRecord(CamelModel):
     memory_enabled: bool | None = None
     # What the main agent's model calls of every turn so far cost, at models[].price.
     cost: SessionCost | None = None
+    # The messageId of the last message a reflection run covered; set only when it succeeded
+    # (the next reflection starts after it; None: none has yet).
+    reflected_through: str | None = None
     # A proxy's record of another agent's session (its bundle under `<sessions dir>/proxy`).
     proxy: ProxiedAgent | None = None
     # Child bundles only.

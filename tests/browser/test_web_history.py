@@ -115,3 +115,44 @@ def test_changes_held_for_approval_are_approved_or_rejected(page):
     assert page.text("#trust-message") == "Rejected: workspace:dropped.md is unchanged."
     assert not (page.site.workspace_notes / "dropped.md").exists()
     assert page.script_errors() == []
+
+
+def test_a_held_merge_shows_its_reason_and_other_note_and_is_approved_whole(page):
+    page.open()
+    sid = page.driver.execute_script(
+        "return new URLSearchParams(location.hash.slice(1)).get('session')")
+    notes = page.site.workspace_notes
+    kept, merged_away = notes / "deploy.md", notes / "deploy-old.md"
+    kept.write_text("Deploy with scripts/ship.sh.\n")
+    merged_away.write_text("Deploy with scripts/ship.sh.\nShip on Fridays.\n")
+    merged = b"Deploy with scripts/ship.sh.\nShip on Fridays.\n"
+    journal = Journal(page.site.home / "history" / "journal.sqlite3")
+    try:  # as `/memory tidy` holds a merge in this session
+        journal.hold(("project", notes, "deploy.md"), "update",
+                     Captured.note(kept.read_bytes()), Captured.note(merged),
+                     ChangeSource("tidy", sid), reason="both notes say how to deploy",
+                     parts=[("deploy-old.md", "delete", Captured.note(merged_away.read_bytes()),
+                             Captured(None))])
+    finally:
+        journal.close()
+    page.open()
+    page.wait(lambda: page.one("#pending").is_displayed(), "the held merge")
+    (item,) = page.all("#pending-list .change")
+    assert item.find_element("css selector", ".change-path").text == "workspace:deploy.md"
+    assert item.find_element("css selector", ".change-reason").text == (
+        "Why: both notes say how to deploy")
+    also = item.find_elements("css selector", ".change-also li")
+    assert [(li.get_attribute("data-action"), li.text) for li in also] == [
+        ("delete", "delete workspace:deploy-old.md")]
+    page.shot("pending-merge-1280")
+    page.open_folder("workspace")
+    page.node("deploy-old.md").click()  # the note merged away is the one open
+    page.wait(lambda: "Ship on Fridays." in page.text("#note"), "the note open")
+    item.find_element("css selector", "button.approve").click()
+    page.wait(lambda: page.text("#trust-message") == "Approved: update of workspace:deploy.md.",
+              "the approval")
+    assert kept.read_bytes() == merged and not merged_away.exists()
+    assert not page.one("#pending").is_displayed()
+    page.wait(lambda: page.one("#note").get_attribute("hidden") is not None, "the note closed")
+    assert "deploy-old.md" not in page.text("#tree")
+    assert page.script_errors() == []

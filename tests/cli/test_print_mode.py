@@ -432,7 +432,7 @@ async def test_stream_json_prints_each_update_as_it_happens_then_the_result(home
             "delivered": True,
             "reason": None,
             # What the run cost, apart from the turn's usage: its finished update's numbers.
-            "usage": {**finished["_meta"]["acpMemory"],
+            "usage": {**{k: v for k, v in cost.items() if k != "kind"},
                       "totalTokens": cost["inputTokens"] + cost["outputTokens"]},
         },
         "is_error": False,
@@ -740,7 +740,8 @@ async def test_the_cli_example_persists_then_recalls_from_disk_on_the_offline_mo
             "memory: failed after 1.2s (task bg_3) - 402 Payment Required: subscription expired",
         ),
         (
-            {"status": "skipped", "reason": "memory runs in flight for this session: 2 of 2"},
+            {"status": "skipped", "reason": "memory runs in flight for this session: 2 of 2",
+             "_meta": {"acpMemory": {"kind": "turn"}}},
             "memory: skipped - memory runs in flight for this session: 2 of 2",
         ),
         (
@@ -753,7 +754,8 @@ async def test_the_cli_example_persists_then_recalls_from_disk_on_the_offline_mo
              "delivered": False, "reason": "stopped"},
             "memory: stopped after 1.2s (task bg_3)",
         ),
-        ({"status": "started", "taskId": "bg_3", "childSessionId": "sess_x"}, None),
+        ({"status": "started", "taskId": "bg_3", "childSessionId": "sess_x",
+          "_meta": {"acpMemory": {"kind": "turn"}}}, None),
     ],
 )
 def test_each_memory_update_has_the_seeds_console_line(update, line):
@@ -959,7 +961,7 @@ async def test_a_run_that_settles_after_the_turn_is_told_as_the_runner_tells_it(
         "childSessionId": CHILD, "taskStatus": status, "durationMs": 2000, "delivered": False,
         "_meta": {"acpMemory": {"modelCalls": 2, "inputTokens": 300, "outputTokens": 40,
                                 "cachedReadTokens": 100, "cachedWriteTokens": 0,
-                                "durationMs": 2000}},
+                                "durationMs": 2000, "kind": "turn"}},
     }
     if reason is not None:
         expected["reason"] = reason

@@ -67,8 +67,8 @@ async def test_the_commands_are_advertised_after_session_new_and_after_session_l
     assert [c.name for c in commands] == NAMES
     hints = {c.name: c.input.root.hint if c.input else None for c in commands}
     assert hints["help"] is None
-    assert hints["memory"] == ("log, undo [--force], pending, approve [ID|all], reject [ID|all] "
-                              "(optional)")
+    assert hints["memory"] == ("log, undo [--force], pending, approve [ID|all], reject [ID|all], "
+                              "tidy [global|project] (optional)")
     assert hints["remember"] == "what to remember" and "focus" in hints["compact"]
     async with in_process_agent(cfg, paths) as ed:
         await ed.conn.initialize(protocol_version=1)
@@ -336,6 +336,7 @@ async def test_remember_is_refused_in_ask_mode_and_past_the_bounds(paths):
             "sessionUpdate": "memory_run",
             "status": "skipped",
             "reason": "memory runs in flight for this session: 0 of 0",
+            "_meta": {"acpMemory": {"kind": "turn"}},
         }
     ]
     assert task_dirs(paths, sid) == []

@@ -240,6 +240,21 @@ async def test_a_held_change_is_listed_for_its_session_and_approved(paths):
     ]
 
 
+async def test_a_tidy_runs_sessionless_proposal_is_listed_for_every_session_of_its_roots(
+    paths,
+):
+    async with served(Config(), paths) as api:
+        sid = await api.new_session()
+        journal = api.runner.memory.journal()
+        note = ("project", paths.cwd / "memory", "port.md")
+        after = Captured.note(b"The API listens on 8080.\n")
+        tidy = journal.hold(note, "create", Captured(None), after, ChangeSource("tidy"))
+        # Sessionless, but no tidy run's: nobody's session sees it unasked.
+        journal.hold(note, "create", Captured(None), after, ChangeSource("cli"))
+        mine = (await api.client.get(memory_url(sid, "pending"))).json()
+    assert [(p["id"], p["source"]["surface"]) for p in mine["pending"]] == [(tidy.id, "tidy")]
+
+
 async def test_a_rejected_held_change_writes_nothing(paths):
     async with served(Config(), paths) as api:
         sid = await api.new_session()
@@ -318,3 +333,16 @@ async def test_a_search_hit_says_when_and_by_whom_its_note_last_changed(paths):
     assert hits["fruit.md"]["source"] == "http"
     assert hits["fruit.md"]["changed"] == created["time"]
     assert hits["veg.md"]["source"] == "hand edit" and hits["veg.md"]["changed"].endswith("Z")
+
+
+async def test_the_openapi_document_names_a_held_changes_reason_and_merged_paths(paths):
+    async with served(Config(), paths) as api:
+        doc = (await api.client.get("/openapi.json")).json()
+    schemas = doc["components"]["schemas"]
+    change = schemas["MemoryChange"]
+    assert {"reason", "also"} <= set(change["properties"])
+    assert not {"reason", "also"} & set(change["required"])  # left out when it has none
+    assert change["properties"]["also"]["anyOf"][0]["items"] == {
+        "$ref": "#/components/schemas/HeldPart"
+    }
+    assert set(schemas["HeldPart"]["properties"]) == {"path", "action"}

@@ -101,6 +101,8 @@ async def test_a_prompt_answers_with_its_stop_reason_and_its_updates_go_to_the_e
     assert resp.json() == {"object": "prompt_result", "sessionId": sid, "stopReason": "end_turn"}
     started, finished = events.memory_runs()
     assert started["status"] == "started" and finished["status"] == "finished"
+    assert started["_meta"] == {"acpMemory": {"kind": "turn"}}
+    assert finished["_meta"]["acpMemory"]["kind"] == "turn"
     assert finished["taskId"] == started["taskId"] == "bg_1"
     assert finished["taskStatus"] == "succeeded" and finished["delivered"] is True
     # Each event is named after its update; the report reached the reply.

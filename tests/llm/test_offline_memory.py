@@ -3,8 +3,10 @@ memory tools on a real note store; and as the main agent, answering from a memor
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -95,6 +97,28 @@ async def test_a_seeded_fact_is_recalled_as_a_plain_fact_without_paths(child, st
     assert run.calls() == ["memory_search", "memory_read"]
     for leak in ("global", "prefs", "editor", ".md"):
         assert leak not in run.report
+
+
+@pytest.mark.parametrize("older_name", ["deploy.md", "deploy-day.md"])
+async def test_a_recall_gives_the_newer_of_two_values_with_the_older_notes_date_and_value(
+    child, store, older_name
+) -> None:
+    # Either note may come first from the search: the older one's value is never current.
+    newer_name = ({"deploy.md", "deploy-day.md"} - {older_name}).pop()
+    root = store.roots.global_root
+    root.mkdir(parents=True, exist_ok=True)
+    now = datetime.now(UTC)
+    for name, value, days in ((older_name, "Friday", 30), (newer_name, "Thursday", 2)):
+        (root / name).write_text(f"Deploy day is {value}.\n")
+        when = (now - timedelta(days=days)).timestamp()
+        os.utime(root / name, (when, when))
+    older_day = (now - timedelta(days=30)).date().isoformat()
+    run = await child("Which deploy day do we have?")
+    assert run.calls() == ["memory_search", "memory_read", "memory_read"]
+    assert run.report == (
+        "Already on disk:\n"
+        f"- Deploy day is Thursday. (newer than a note of {older_day} that says Friday)"
+    )
 
 
 async def test_the_memory_child_streams_its_report_a_whole_line_at_a_time(child, store) -> None:

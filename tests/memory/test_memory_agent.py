@@ -96,6 +96,15 @@ def test_the_prompt_states_both_modes_the_report_format_and_the_rules(
     assert "\n(no memory hits)\n" in text  # on a line of its own, to be copied exactly
 
 
+def test_the_recall_rule_reports_the_newer_of_two_values_with_the_olders_date(
+    store: MemoryStore,
+) -> None:
+    text = rendered(store, read_only=False)
+    recall = text[text.index("## Recall (the default)"):text.index("## Persist")]
+    assert "When two notes give one subject different values, report only the newer" in recall
+    assert '"(newer than a note of YYYY-MM-DD that says ...)"' in recall
+
+
 def test_a_long_additional_prompt_is_cut_with_a_warning_at_every_launch(
     store: MemoryStore, caplog: pytest.LogCaptureFixture
 ) -> None:

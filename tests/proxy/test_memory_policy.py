@@ -419,6 +419,60 @@ async def test_closing_a_session_forwards_it_and_lets_the_record_go(paths):
     assert not record.lock.held
 
 
+@pytest.mark.parametrize("form", ["session_update", "ext_notification"])
+async def test_closing_a_session_tells_the_editor_of_its_reflection_under_the_inner_id(
+    paths, form
+):
+    async with proxied(_memory(), paths) as proxy:
+        sid = await proxy.open(_asking(form))
+        for text in ("we use uv for builds", "tests go in tests/unit now", "thanks"):
+            assert await proxy.prompt(sid, text) == "end_turn"
+        with pytest.raises(RequestError, match="Method not found"):
+            await proxy.editor.conn.close_session(session_id=sid)
+        await proxy.client.wait_for(lambda: len(_runs_of_kind(proxy, "reflect")) == 2)
+        turns = _runs_of_kind(proxy, "turn")
+        started, finished = _runs_of_kind(proxy, "reflect")
+    assert [(s, u["status"]) for s, u in turns] == [(sid, "started"), (sid, "finished")] * 3
+    assert (started[0], started[1]["status"]) == (sid, "started")
+    assert (finished[0], finished[1]["status"]) == (sid, "finished")
+    assert finished[1]["taskId"] == started[1]["taskId"]
+    assert finished[1]["taskStatus"] == "succeeded" and finished[1]["delivered"] is False
+
+
+async def test_deleting_a_session_lets_the_record_go_without_a_reflection(paths):
+    async with proxied(_memory(), paths) as proxy:
+        sid = await proxy.open(_asking("session_update"))
+        for text in ("we use uv for builds", "tests go in tests/unit now", "thanks"):
+            assert await proxy.prompt(sid, text) == "end_turn"
+        record = proxy.policy.sessions[sid].session
+        # The test agent has no session/delete either: its error comes back as it was. The
+        # proxy answers only once the record is let go, so a reflection would have begun.
+        with pytest.raises(RequestError, match="Method not found"):
+            await proxy.editor.conn._conn.send_request("session/delete", {"sessionId": sid})
+        assert sid not in proxy.policy.sessions
+        assert _runs_of_kind(proxy, "turn")  # the turns' runs went on as ever
+        assert _runs_of_kind(proxy, "reflect") == []
+    assert record.record.reflected_through is None
+    assert not record.lock.held
+
+
+def _runs_of_kind(proxy: Proxied, kind: str) -> list[tuple[str, dict[str, Any]]]:
+    """(sessionId, update) of each memory_run the editor got, in either form, of that kind."""
+    runs: list[tuple[str, dict[str, Any]]] = []
+    for m in proxy.editor.checker.sent:
+        params = m.get("params") or {}
+        if m.get("method") == "_acp_memory/memory_run":
+            update = params
+        elif (m.get("method") == "session/update"
+              and params["update"].get("sessionUpdate") == "memory_run"):
+            update = params["update"]
+        else:
+            continue
+        if update["_meta"]["acpMemory"]["kind"] == kind:
+            runs.append((params["sessionId"], update))
+    return runs
+
+
 async def test_an_agents_config_option_update_gets_the_memory_option_too(paths):
     style = {"type": "select", "id": "style", "name": "Reply style", "currentValue": "terse",
              "options": [{"value": "terse", "name": "Terse"}]}

@@ -141,13 +141,13 @@ async def test_a_turn_runs_the_memory_child_and_its_report_rides_the_first_reque
     # The updates, exactly; no child text or tool call on the parent's stream.
     assert updates == [
         {"sessionUpdate": "memory_run", "status": "started", "taskId": task_id,
-         "childSessionId": child_id},
+         "childSessionId": child_id, "_meta": {"acpMemory": {"kind": "turn"}}},
         {"sessionUpdate": "memory_run", "status": "finished", "taskId": task_id,
          "childSessionId": child_id, "taskStatus": "succeeded",
          "durationMs": updates[1]["durationMs"], "delivered": True,
          "_meta": {"acpMemory": {"modelCalls": 2, "inputTokens": 24, "outputTokens": 14,
                                  "cachedReadTokens": 0, "cachedWriteTokens": 0,
-                                 "durationMs": updates[1]["durationMs"]}}},
+                                 "durationMs": updates[1]["durationMs"], "kind": "turn"}}},
     ]
     assert not [u for u in streamed if u.session_update in ("tool_call", "tool_call_update")]
     said = "".join(u.content.text for u in streamed if u.session_update == "agent_message_chunk")
@@ -308,7 +308,7 @@ async def test_a_runs_cost_is_what_its_providers_reported_on_every_surface(paths
     took = finished["durationMs"]
     assert finished["_meta"] == {"acpMemory": {
         "modelCalls": 2, "inputTokens": 2200, "outputTokens": 95, "cachedReadTokens": 1800,
-        "cachedWriteTokens": 0, "durationMs": took}}
+        "cachedWriteTokens": 0, "durationMs": took, "kind": "turn"}}
     assert meta(paths, sid, "bg_1")["cost"] == {
         "model_calls": 2, "input_tokens": 2200, "output_tokens": 95, "cached_read_tokens": 1800,
         "cached_write_tokens": 0, "duration_ms": took}
@@ -353,7 +353,8 @@ async def test_a_run_past_the_session_bound_is_skipped(paths):
             updates = memory_updates(ed)
     assert updates == [
         {"sessionUpdate": "memory_run", "status": "skipped",
-         "reason": "memory runs in flight for this session: 0 of 0"}
+         "reason": "memory runs in flight for this session: 0 of 0",
+         "_meta": {"acpMemory": {"kind": "turn"}}}
     ]
     assert server.child_requests == [] and task_dirs(paths, sid) == []
 
@@ -410,7 +411,7 @@ async def test_ext_notification_mode_sends_the_extension_method(paths):
     assert "_acp_memory/memory_run" in methods
     assert updates[1]["_meta"]["acpMemory"] == {  # the fake's one answer, its usage
         "modelCalls": 1, "inputTokens": 12, "outputTokens": 7, "cachedReadTokens": 0,
-        "cachedWriteTokens": 0, "durationMs": updates[1]["durationMs"]}
+        "cachedWriteTokens": 0, "durationMs": updates[1]["durationMs"], "kind": "turn"}
 
 
 async def test_a_cancel_during_the_wait_ends_the_wait_not_the_run(paths):

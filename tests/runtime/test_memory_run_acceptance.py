@@ -328,10 +328,11 @@ async def test_the_process_and_session_bounds_skip_runs_with_real_runs_in_flight
     process_reason = "memory runs in flight for this process: 16 of 16"
     session_reason = "memory runs in flight for this session: 2 of 2"
     assert process_skip == [
-        {"sessionUpdate": "memory_run", "status": "skipped", "reason": process_reason}
+        {"sessionUpdate": "memory_run", "status": "skipped", "reason": process_reason,
+         "_meta": {"acpMemory": {"kind": "turn"}}}
     ]
     assert session_skip == {"sessionUpdate": "memory_run", "status": "skipped",
-                            "reason": session_reason}
+                            "reason": session_reason, "_meta": {"acpMemory": {"kind": "turn"}}}
     assert len(warnings) == 2
     assert process_reason in warnings[0] and session_reason in warnings[1]
     # No task, no child bundle for a skipped run; the others all ran.

@@ -10,6 +10,7 @@ import pytest
 from gitrepo import git_repo
 
 from acp_memory.doctor import run_doctor
+from acp_memory.memory.shared.schema import SCHEMA_VERSION
 
 PASSWORD = "s3cret-pw"
 ORIGIN = "git@github.com:Org/Repo.git"
@@ -82,8 +83,8 @@ def test_doctor_online_names_server_database_schema_and_the_keys_notes(
     assert code == 0, out
     line = next(line for line in out.splitlines() if "is reachable: PostgreSQL" in line)
     assert line.startswith("ok: memory.shared: postgresql://postgres:***@/")
-    assert line.endswith(f"database {database}, schema version 1; project github.com/org/repo "
-                         "holds 2 notes")
+    assert line.endswith(f"database {database}, schema version {SCHEMA_VERSION}; "
+                         "project github.com/org/repo holds 2 notes")
     assert PASSWORD not in out
 
 

@@ -476,3 +476,43 @@ def test_a_recording_outside_a_holding_is_a_transaction_of_its_own(team: Team) -
         write_atomic(path, b"use pip\n")
     assert rows(team) == {"uv.md": "use pip\n"}
     assert alice.changes([alice.root], limit=1)[0].id == change_id
+
+
+def test_a_held_merge_keeps_its_reason_and_other_paths_for_the_team(team: Team) -> None:
+    alice, bob = team.member("alice"), team.member("bob")
+    write(alice, "build.md", "make\n")
+    write(alice, "build-old.md", "make, old\n")
+    old = Captured.note(b"make, old\n")
+    held = alice.hold(("project", alice.root, "build.md"), "update",
+                      Captured.note(b"make\n"), Captured.note(b"make\nold\n", redacted=True), CLI,
+                      reason="duplicates", parts=[("build-old.md", "delete", old, Captured(None))])
+    seen = bob.held_one(held.id)
+    assert seen is not None and seen.reason == "duplicates"
+    assert [(p.path, p.action, p.before) for p in seen.parts] == [
+        ("build-old.md", "delete", old.state)]
+    # A prune's sweep keeps the contents only a merge's other path names.
+    bob.hold(("project", bob.root, "x.md"), "create", Captured(None),
+             Captured.note(b"x\n", redacted=True), CLI)
+    team.clock.now += timedelta(days=30)  # x.md's hold past pending_days: the sweep runs
+    with psycopg.connect(team.dsn, autocommit=True) as conn:  # the merge is still held
+        conn.execute(f"UPDATE {SCHEMA}.held SET time = %s WHERE id = %s",
+                     (team.clock.now, held.id))
+    with psycopg.connect(team.dsn, autocommit=True) as conn:  # only the merge names it now
+        conn.execute(f"DELETE FROM {SCHEMA}.history WHERE path = 'build-old.md'")
+    fresh = team.member("carol")
+    fresh.prune()
+    assert [h.id for h in fresh.held()] == [held.id]
+    assert fresh.blob(str(old.state).removeprefix("note:")) == b"make, old\n"
+
+
+def test_a_schema_of_version_1_gains_the_held_changes_reason_and_parts(team: Team) -> None:
+    alice = team.member("alice")
+    alice.held()  # the schema made
+    with psycopg.connect(team.dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE {SCHEMA}.held DROP COLUMN reason, DROP COLUMN parts")
+        conn.execute(f"UPDATE {SCHEMA}.meta SET value = '1' WHERE key = 'schema_version'")
+    later = team.member("later")
+    held = later.hold(("project", later.root, "a.md"), "create", Captured(None),
+                      Captured.note(b"a\n", redacted=True), CLI, reason="why")
+    assert later.held_one(held.id) == held
+    assert team.sql(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'schema_version'") == [("2",)]

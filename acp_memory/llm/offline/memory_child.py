@@ -19,11 +19,18 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from acp_memory.llm.offline.memory_intent import Intent, asks_not_to_consult, persist_intent
+from acp_memory.llm.offline.memory_intent import (
+    Intent,
+    asks_not_to_consult,
+    lasting_statements,
+    persist_intent,
+)
 from acp_memory.llm.offline.wording import announce, arguments, clip, numbered_calls
 from acp_memory.llm.types import Message, ToolCall
 from acp_memory.text.analyze import STOPWORDS, analyze, tokens
 from acp_memory.text.naming import name_from_title
+from acp_memory.text.session_text import is_reflection, user_texts
+from acp_memory.text.subjects import Statement, statements
 
 MEMORY_CHILD_TOOL = "memory_search"  # offered to the memory subagent, and to no one else
 NO_MEMORY_HITS = "(no memory hits)"
@@ -87,24 +94,32 @@ def memory_step(conversation: list[Message], offered: set[str]) -> tuple[str, li
     start = users[-1]
     task = conversation[start].content
     done = exchanges(conversation[start + 1 :])
-    if asks_not_to_consult(task):
+    if is_reflection(task):
+        text, calls = _reflect_step(task, done, offered)
+    elif asks_not_to_consult(task):
         return "Memory not consulted: the user asked not to for this message.", []
-    intent = persist_intent(task)
-    tool = None if intent is None else _PERSIST_TOOL[intent.action]
-    if intent is not None and tool in offered:
-        step = _save_step if intent.action == "save" else _forget_step
-        text, calls = step(intent, done)
     else:
-        text, calls = _recall_step(task, done)
-        if intent is not None and not calls:
-            # Ask mode: the child recalls, and says the change it was asked for was not made.
-            undone = "saved" if intent.action == "save" else "deleted"
-            text += f"\nNot {undone}: memory is read-only in ask mode."
+        text, calls = _turn_step(task, done, offered)
     if not calls:
         return text, []
     written = [(name, json.dumps(args, ensure_ascii=False)) for name, args in calls]
     made = numbered_calls(len(conversation), written)
     return announce(made), made
+
+
+def _turn_step(task: str, done: list[Exchange], offered: set[str]) -> tuple[str, Plan]:
+    """A turn's run: persist on a trigger, else recall."""
+    intent = persist_intent(task)
+    tool = None if intent is None else _PERSIST_TOOL[intent.action]
+    if intent is not None and tool in offered:
+        step = _save_step if intent.action == "save" else _forget_step
+        return step(intent, done)
+    text, calls = _recall_step(task, done)
+    if intent is not None and not calls:
+        # Ask mode: the child recalls, and says the change it was asked for was not made.
+        undone = "saved" if intent.action == "save" else "deleted"
+        text += f"\nNot {undone}: memory is read-only in ask mode."
+    return text, calls
 
 
 def exchanges(messages: Sequence[Message]) -> list[Exchange]:
@@ -184,6 +199,16 @@ def _note_flags(done: list[Exchange]) -> dict[str, list[str]]:
             if e.name == "memory_read" and not e.failed}
 
 
+def _note_dates(done: list[Exchange]) -> dict[str, str]:
+    """Each note read with the day it last changed (`YYYY-MM-DD`, from its changed line)."""
+    out: dict[str, str] = {}
+    for e in done:
+        first = e.result.split("\n", 1)[0]
+        if e.name == "memory_read" and not e.failed and (m := _CHANGED.match(first)):
+            out[e.arg("path")] = m["date"]
+    return out
+
+
 def _recall_step(task: str, done: list[Exchange]) -> tuple[str, Plan]:
     words = keywords(task)
     if not done:
@@ -221,28 +246,99 @@ def _recall_step(task: str, done: list[Exchange]) -> tuple[str, Plan]:
     links = list(dict.fromkeys(links))[: max(0, _MAX_READS - len(attempted))]
     if links:
         return "", _reads(links)
-    return recall_report(notes_read, wanted, _note_flags(done)), []
+    return recall_report(notes_read, wanted, _note_flags(done), _note_dates(done)), []
 
 
 def recall_report(
-    notes: dict[str, str], wanted: set[str], flags: dict[str, list[str]] | None = None
+    notes: dict[str, str],
+    wanted: set[str],
+    flags: dict[str, list[str]] | None = None,
+    dates: dict[str, str] | None = None,
 ) -> str:
     """The matching lines of the notes read, as plain facts, those of a flagged or old note
-    as `possibly stale: FACT (WHY)`; exactly (no memory hits) when there are none."""
+    as `possibly stale: FACT (WHY)`; exactly (no memory hits) when there are none. Where two
+    notes give one subject two values, the newer's line stands (ending with `(newer than a
+    note of DATE that says VALUE)`) in place of the older's."""
+    lines_of = {path: [c for c in (_fact_line(line) for line in text.splitlines()) if c]
+                for path, text in notes.items()}
+    said = _Said(lines_of, dates or {})
     facts: list[str] = []
-    for path, text in notes.items():
-        lines = [c for c in (_fact_line(line) for line in text.splitlines()) if c]
+    for path, lines in lines_of.items():
         matching = [line for line in lines if _stems(line) & wanted]
         # A note found by its name or through a link is on the subject even when no line
         # repeats the words: its first fact stands for it.
-        chosen = matching or lines[:1]
-        if why := (flags or {}).get(path):
-            chosen = [f"possibly stale: {f} ({'; '.join(why)})" for f in chosen]
-        facts += chosen
+        for fact_path, line in said.current(path, matching or lines[:1]):
+            fact = line
+            if why := (flags or {}).get(fact_path):
+                fact = f"possibly stale: {line} ({'; '.join(why)})"
+            facts.append(fact + said.older(fact_path, line))
     unique = list(dict.fromkeys(facts))[:_MAX_FACTS]
     if not unique:
         return NO_MEMORY_HITS
     return "Already on disk:\n" + "\n".join(f"- {clip(f, _FACT_LIMIT)}" for f in unique)
+
+
+@dataclass(frozen=True)
+class _Stated:
+    """A statement one fact line of a dated note makes."""
+
+    date: str  # YYYY-MM-DD: days order notes, as the tools' changed lines give them
+    path: str
+    line: str
+    statement: Statement
+
+
+class _Said:
+    """The subjects the notes read give values, to tell a note's fact from one a newer note
+    changed. Notes changed the same day are not ordered: both stay, as neither is newer."""
+
+    def __init__(self, lines_of: dict[str, list[str]], dates: dict[str, str]) -> None:
+        self._by_subject: dict[str, list[_Stated]] = {}
+        for path, lines in lines_of.items():
+            if (date := dates.get(path)) is None:
+                continue
+            for line in lines:
+                for st in statements(line):
+                    self._by_subject.setdefault(st.subject, []).append(
+                        _Stated(date, path, line, st))
+
+    def _others(self, path: str, line: str) -> list[tuple[_Stated, _Stated]]:
+        """(this line's statement, another note's of the same subject with another value)."""
+        pairs: list[tuple[_Stated, _Stated]] = []
+        for st in statements(line):
+            mine = next((s for s in self._by_subject.get(st.subject, ())
+                         if s.path == path and s.line == line), None)
+            if mine is None:
+                continue
+            pairs += [(mine, other) for other in self._by_subject[st.subject]
+                      if other.path != path and other.statement.value != st.value]
+        return pairs
+
+    def current(self, path: str, lines: list[str]) -> list[tuple[str, str]]:
+        """The lines as (note, line), a line a newer note contradicts replaced by the newest
+        such note's line."""
+        out: list[tuple[str, str]] = []
+        for line in lines:
+            newer = [other for mine, other in self._others(path, line)
+                     if other.date > mine.date]
+            if newer:
+                newest = max(newer, key=lambda s: s.date)
+                out.append((newest.path, newest.line))
+            else:
+                out.append((path, line))
+        return out
+
+    def older(self, path: str, line: str) -> str:
+        """` (newer than a note of DATE that says VALUE)` for each subject of the line an
+        older note gave another value (the newest of them), else nothing."""
+        latest: dict[str, _Stated] = {}
+        for mine, other in self._others(path, line):
+            subject = mine.statement.subject
+            if other.date < mine.date and (subject not in latest
+                                           or other.date > latest[subject].date):
+                latest[subject] = other
+        return "".join(f" (newer than a note of {o.date} that says {o.statement.said})"
+                       for o in latest.values())
 
 
 def _fact_line(line: str) -> str:
@@ -355,3 +451,63 @@ def _forget_step(intent: Intent, done: list[Exchange]) -> tuple[str, Plan]:
     return "", [
         ("memory_save", {"title": _name(best), "body": body, "scope": scope, "relative_path": rel})
     ]
+
+
+NOTHING_TO_REFLECT = "Nothing new to save."
+_MAX_REFLECTED = 12  # facts one reflection keeps
+
+
+def reflected_facts(task: str) -> list[Intent]:
+    """What a reflection's offline run keeps: the lasting statements of the user's own
+    messages in its transcript (never a tool result's or the agent's text), no repeats."""
+    seen: set[str] = set()
+    out: list[Intent] = []
+    for message in user_texts(task):
+        for intent in lasting_statements(message):
+            if (key := _normal(intent.fact)) not in seen:
+                seen.add(key)
+                out.append(intent)
+    return out[:_MAX_REFLECTED]
+
+
+def _reflect_step(task: str, done: list[Exchange], offered: set[str]) -> tuple[str, Plan]:
+    """A reflection: search each fact, read the hits, save the facts no note holds yet."""
+    facts = reflected_facts(task)
+    if not facts or "memory_save" not in offered:
+        return NOTHING_TO_REFLECT, []
+    if not done:
+        searches = [_search(words, "both") for f in facts if (words := keywords(f.fact))]
+        return "", [*searches, ("memory_list", {"path": "global:"}),
+                    ("memory_list", {"path": "project:"})]
+    attempted = {e.arg("path") for e in done if e.name == "memory_read"}
+    if unread := [p for p in _hits(done) if p not in attempted][: _MAX_READS]:
+        if len(attempted) < _MAX_READS:
+            return "", _reads(unread)
+    saves = [e for e in done if e.name == "memory_save"]
+    if saves:
+        return "\n".join(_reflected_line(e) for e in saves), []
+    on_disk = [_normal(text) for text in _read_notes(done).values()]
+    new = [f for f in facts if not any(_normal(f.fact) in text for text in on_disk)]
+    if not new:
+        return NOTHING_TO_REFLECT, []
+    listing = " ".join(e.result for e in done if e.name == "memory_list")
+    taken = {m["path"] for m in _LISTED_NOTE.finditer(listing)}
+    calls: Plan = []
+    for fact in new:
+        title = _title(fact.fact)
+        root = f"{fact.scope}:"
+        names = {t.removeprefix(root) for t in taken if t.startswith(root)}
+        name = _free_name(title, names) or name_from_title(title)
+        taken.add(root + name)
+        calls.append(("memory_save", {"title": title, "body": fact.fact + "\n",
+                                      "scope": fact.scope, "relative_path": name}))
+    return "", calls
+
+
+def _reflected_line(save: Exchange) -> str:
+    fact = save.arg("body").strip()
+    if save.failed:
+        return f"Not saved: {save.result.removeprefix('Error:').strip()}"
+    if save.held:
+        return f"Not saved yet: {save.result}"
+    return f"Saved to {save.arg('scope')} memory: {fact}"

@@ -87,6 +87,14 @@ _ASKING_WORDS = frozenset(
 )
 
 
+# A statement of how the work goes, which a reflection keeps: "we use …", "we decided …",
+# "from now on …".
+_STANDING = re.compile(
+    r"\bwe(?:['’]ve|\s+have)?\s+(?:use|decided|agreed)\b|\bfrom\s+now\s+on\b", re.IGNORECASE
+)
+_WE = re.compile(r"\bwe\b|\bour\b", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Intent:
     """A persist request: keep or forget `fact`, in `scope`."""
@@ -189,3 +197,22 @@ def _without_asking_clause(sentence: str, match: re.Match[str]) -> str:
         return f"{before}, {after}"
     fact = before or after
     return fact + ending if fact and not fact.endswith((".", "!", "…")) else fact
+
+
+def lasting_statements(message: str) -> list[Intent]:
+    """What a reflection keeps of one user message: the fact a persist request or an evident
+    intent to last names (`persist_intent`, saves only), then each "we use … / we decided …
+    / from now on …" sentence; a question is never one. A sentence about "we" or the project
+    goes to the project root."""
+    out: list[Intent] = []
+    intent = persist_intent(message)
+    if intent is not None and intent.action == "save":
+        out.append(intent)
+    for sentence in (s.strip() for s in _SENTENCE.split(message)):
+        if sentence.endswith("?") or not _STANDING.search(sentence):
+            continue
+        if any(sentence in kept.fact for kept in out):
+            continue
+        ours = _WE.search(sentence) or _PROJECT.search(sentence)
+        out.append(Intent("save", sentence, "project" if ours else "global"))
+    return out

@@ -9,6 +9,7 @@ import anyio
 
 from acp_memory.llm.offline.main_agent import main_step, stream_requested
 from acp_memory.llm.offline.memory_child import MEMORY_CHILD_TOOL, memory_step
+from acp_memory.llm.offline.tidy_child import TIDY_CHILD_TOOL, tidy_step
 from acp_memory.llm.types import (
     ChatRequest,
     Finished,
@@ -42,7 +43,10 @@ class OfflineProvider:
         offered = {t.name for t in request.tools}
         calls: list[ToolCall]
         pieces: Iterable[str]
-        if MEMORY_CHILD_TOOL in offered:
+        if TIDY_CHILD_TOOL in offered:
+            text, calls = tidy_step(conversation)
+            pieces = text.lstrip().splitlines(keepends=True)
+        elif MEMORY_CHILD_TOOL in offered:
             text, calls = memory_step(conversation, offered)
             # A line at a time: nobody watches the child's words arrive (its log shows whole
             # lines), and every chunk costs the run's turn a pass through its engine and log.

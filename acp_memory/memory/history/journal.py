@@ -31,7 +31,9 @@ from acp_memory.memory.history.records import (
     Change,
     ChangeSource,
     Held,
+    HeldPart,
     new_id,
+    parts_json,
 )
 from acp_memory.memory.history.runs import RunRecords
 from acp_memory.memory.history.states import (
@@ -46,7 +48,7 @@ from acp_memory.memory.redact import redact_bytes
 from acp_memory.timestamps import Now, iso, utc_now
 
 ACTIONS = ("create", "update", "delete", "mkdir", "rmdir", "undo", "purge")
-SURFACES = ("memory_run", "memory_tool", "cli", "http", "command")
+SURFACES = ("memory_run", "reflect", "tidy", "memory_tool", "cli", "http", "command")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS blobs(hash TEXT PRIMARY KEY, data BLOB NOT NULL,
                                  redacted INTEGER NOT NULL DEFAULT 0);
@@ -61,7 +63,7 @@ CREATE INDEX IF NOT EXISTS intents ON changes(root) WHERE done = 0;
 CREATE TABLE IF NOT EXISTS pending(
     id TEXT PRIMARY KEY, time TEXT NOT NULL, scope TEXT NOT NULL, root TEXT NOT NULL,
     path TEXT NOT NULL, action TEXT NOT NULL, before TEXT, after TEXT, surface TEXT NOT NULL,
-    session_id TEXT, task_id TEXT, message TEXT);
+    session_id TEXT, task_id TEXT, message TEXT, reason TEXT, parts TEXT);
 CREATE TABLE IF NOT EXISTS reads(root TEXT NOT NULL, path TEXT NOT NULL, time TEXT NOT NULL,
                                  PRIMARY KEY (root, path));
 CREATE TABLE IF NOT EXISTS runs(
@@ -385,18 +387,20 @@ class Journal(RunRecords):
     # -- changes held for approval ---------------------------------------------------------
 
     def hold(self, where: tuple[str, Path, str], action: str, before: Captured,
-             after: Captured, source: ChangeSource) -> Held:
-        """Keep a change for the user to approve (pending_days at most)."""
+             after: Captured, source: ChangeSource, *, reason: str | None = None,
+             parts: Sequence[Part] = ()) -> Held:
+        """Keep a change for the user to approve (pending_days at most), with the reason it
+        was proposed and the other paths of the root it makes with it (all or none)."""
         scope, root, path = where
         held = Held(new_id("pnd"), iso(self.now()), scope, str(root), path, action,
-                    before.state, after.state, source)
-        rows = self._blob_rows(before, after)
+                    before.state, after.state, source, reason, held_parts(parts))
+        rows = self._blob_rows(before, after, *(c for p in parts for c in (p[2], p[3])))
         with self.use(write=True) as db:
             db.executemany(INSERT_BLOB, rows)
-            db.execute("INSERT INTO pending VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            db.execute(f"INSERT INTO pending({HELD_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                        (held.id, held.time, scope, str(root), path, action, before.state,
                         after.state, source.surface, source.session_id, source.task_id,
-                        source.message))
+                        source.message, reason, parts_json(held.parts)))
         return held
 
     def held(self, *, session_id: str | None = None) -> list[Held]:
@@ -421,6 +425,16 @@ class Journal(RunRecords):
         """Forget a held change (applied or rejected); False when it was not held."""
         with self.use(write=True) as db:
             return db.execute("DELETE FROM pending WHERE id = ?", (pending_id,)).rowcount > 0
+
+
+# One more path of a held change as it is held: (path, action, before, after).
+Part = tuple[str, str, Captured, Captured]
+
+
+def held_parts(parts: Sequence[Part]) -> tuple[HeldPart, ...]:
+    """The parts as a held change keeps them (their states)."""
+    return tuple(HeldPart(path, action, before.state, after.state)
+                 for path, action, before, after in parts)
 
 
 INSERT_BLOB = "INSERT OR IGNORE INTO blobs(hash, data, redacted) VALUES (?, ?, ?)"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from acp_memory.memory.history.journal import Journal, JournalError
+from acp_memory.memory.history.journal import Journal, JournalError, Part
 from acp_memory.memory.history.purge import purge as purge_disk
 from acp_memory.memory.history.records import Change, ChangeSource, Held
 from acp_memory.memory.history.runs import RunCost
@@ -55,7 +55,8 @@ class RootJournal(Protocol):
     def last_of_each(self, notes: Sequence[tuple[Path, str]]
                      ) -> tuple[list[Change | None], dict[str, bytes]]: ...
     def hold(self, where: Where, action: str, before: Captured, after: Captured,
-             source: ChangeSource) -> Held: ...
+             source: ChangeSource, *, reason: str | None = None,
+             parts: Sequence[Part] = ()) -> Held: ...
     def held(self, *, session_id: str | None = None) -> list[Held]: ...
     def held_one(self, pending_id: str) -> Held | None: ...
     def release(self, pending_id: str) -> bool: ...
@@ -124,11 +125,14 @@ class Journals:
             yield change_id
 
     def hold(self, where: Where, action: str, before: Captured, after: Captured,
-             source: ChangeSource) -> Held:
-        """Keep a change for approval in the journal of where's root."""
+             source: ChangeSource, *, reason: str | None = None,
+             parts: Sequence[Part] = ()) -> Held:
+        """Keep a change for approval in the journal of where's root (with its reason and
+        the other paths of that root it makes)."""
         journal = self._of(where[1])
         with self._reaching(journal):
-            return journal.hold(where, action, before, after, source)
+            return journal.hold(where, action, before, after, source, reason=reason,
+                                parts=parts)
 
     def recover(self, root: Path, current: Callable[[str], Captured]) -> int:
         """Settle a dead writer's intents on root (a shared root has none: its database is

@@ -1,7 +1,8 @@
 """Changes held for the user's approval: made as they were proposed, or dropped.
 
 Approving over a path that changed since the change was held is refused: the user approved
-a diff against the text they saw.
+a diff against the text they saw. A held change over several paths (a tidy run's merge) is
+approved or rejected whole.
 """
 
 from __future__ import annotations
@@ -21,19 +22,24 @@ def held_change(store: MemoryStore, pending_id: str) -> Held:
 
 
 def approve(store: MemoryStore, pending_id: str, *, by: ChangeSource | None = None) -> Held:
-    """Make a held change, journaled with the source that proposed it."""
+    """Make a held change, every path of it or none, each journaled with the source that
+    proposed it."""
     journal = journal_of(store)
     held = held_change(store, pending_id)
-    loc = location_of(held.scope, held.root, held.path)
-    with store.locked(loc, "approve"):
-        now = capture(loc.path)
-        if now.state != held.before:
-            raise ChangedSince(f"{loc.display} changed since {held.id} was held; nothing was "
-                            "written (reject it, or ask again)")
-        # The hold goes with the change's completion: a crash leaves it held or made, not both.
-        with store.recording(loc, held.action, now, restoring(held.after, journal.blob),
-                             source=held.source if by is None else by, releases=held.id):
-            apply(loc.path, held.after, journal.blob, root=loc.root)
+    parts = [(location_of(held.scope, held.root, p.path), p) for p in held.all_parts]
+    with store.locked(parts[0][0], "approve"):
+        now = [capture(loc.path) for loc, _ in parts]
+        for (loc, part), found in zip(parts, now, strict=True):
+            if found.state != part.before:
+                raise ChangedSince(f"{loc.display} changed since {held.id} was held; nothing "
+                                   "was written (reject it, or ask again)")
+        for i, ((loc, part), found) in enumerate(zip(parts, now, strict=True)):
+            # The hold goes with the last path's completion: a crash leaves it held or made.
+            last = i == len(parts) - 1
+            with store.recording(loc, part.action, found, restoring(part.after, journal.blob),
+                                 source=held.source if by is None else by,
+                                 releases=held.id if last else None):
+                apply(loc.path, part.after, journal.blob, root=loc.root)
         journal.release(held.id)  # when nothing was recorded (no journal, nothing changes)
     return held
 

@@ -3,6 +3,7 @@ from, their ids and the user's message as a source keeps it."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,7 +61,36 @@ class Change:
 
 
 HELD_COLUMNS = ("id, time, scope, root, path, action, before, after, surface, session_id, "
-                 "task_id, message")
+                 "task_id, message, reason, parts")
+
+
+@dataclass(frozen=True)
+class HeldPart:
+    """One more path a held change makes with its own (a merge's notes merged away)."""
+
+    path: str
+    action: str
+    before: str | None
+    after: str | None
+
+    def as_json(self) -> dict[str, str | None]:
+        return {"path": self.path, "action": self.action, "before": self.before,
+                "after": self.after}
+
+    @classmethod
+    def from_json(cls, item: dict[str, Any]) -> HeldPart:
+        return cls(str(item["path"]), str(item["action"]), item.get("before"), item.get("after"))
+
+
+def parts_json(parts: Sequence[HeldPart]) -> str | None:
+    """How a journal keeps a held change's other paths (None: it has none)."""
+    return json.dumps([p.as_json() for p in parts]) if parts else None
+
+
+def parts_of(stored: str | list[Any] | None) -> tuple[HeldPart, ...]:
+    """A held change's other paths as a journal kept them (JSON text, or JSON read already)."""
+    items = json.loads(stored) if isinstance(stored, str) else stored or []
+    return tuple(HeldPart.from_json(item) for item in items)
 
 
 @dataclass(frozen=True)
@@ -76,12 +106,21 @@ class Held:
     before: str | None
     after: str | None
     source: ChangeSource
+    reason: str | None = None  # why it was proposed, in a line (a tidy run's proposals)
+    # The other paths it makes with `path`, all or none (a merge: the notes merged away).
+    parts: tuple[HeldPart, ...] = ()
     undoes: ClassVar[None] = None  # as a Change reads: a held change undoes none
+
+    @property
+    def all_parts(self) -> tuple[HeldPart, ...]:
+        """Every path it makes, its own first."""
+        return (HeldPart(self.path, self.action, self.before, self.after), *self.parts)
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Held:
         pid, time, scope, root, path, action, before, after = row[:8]
-        return cls(pid, time, scope, root, path, action, before, after, ChangeSource(*row[8:12]))
+        return cls(pid, time, scope, root, path, action, before, after, ChangeSource(*row[8:12]),
+                   row[12], parts_of(row[13]))
 
 
 def change_message(text: str) -> str:

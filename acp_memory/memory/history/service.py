@@ -29,6 +29,7 @@ from acp_memory.memory.history.undo import (
 from acp_memory.memory.store import MemoryStore, NoteError
 
 NOT_OURS = "not in the roots of this session"
+TIDY_SURFACE = "tidy"  # the surface of a tidy run's held proposals
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,15 @@ class Decision:
 
     held: Held
     refused: str | None = None
+
+
+def seen_by(held: Held, session_id: str) -> bool:
+    """Whether a session's list of held changes shows held: its own, and a tidy run's that
+    belongs to no session (`notes tidy`, the background pass), which it would never see
+    otherwise (the caller keeps to the session's roots)."""
+    source = held.source
+    return source.session_id == session_id or (
+        source.session_id is None and source.surface == TIDY_SURFACE)
 
 
 class History:
@@ -89,9 +99,11 @@ class History:
         return self.journal.changes(dirs, path, limit, task_id=task_id, session_id=session_id)
 
     def held(self, session_id: str | None = None) -> list[Held]:
-        """The held changes of our roots, oldest first (of one session when given)."""
+        """The held changes of our roots, oldest first (those one session sees when given:
+        see `seen_by`)."""
         self.store.settle()
-        return [h for h in self.journal.held(session_id=session_id) if self._ours(h.root)]
+        return [h for h in self.journal.held() if self._ours(h.root)
+                and (session_id is None or seen_by(h, session_id))]
 
     def change(self, change_id: str) -> Change:
         """A change of our roots by its id, or UnknownChange."""
@@ -106,7 +118,7 @@ class History:
         held = pending.held_change(self.store, pending_id)
         if not self._ours(held.root):
             raise UnknownChange(f"pending change {held.id} is {NOT_OURS}")
-        if session_id is not None and held.source.session_id != session_id:
+        if session_id is not None and not seen_by(held, session_id):
             raise UnknownChange(f"no pending change {held.id!r} in this session (approved, "
                                 "rejected, or past memory.pending_days)")
         return held

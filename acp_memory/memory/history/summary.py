@@ -79,7 +79,17 @@ def change_json(
         "summary": summary(change, journal),
         **({"undoes": change.undoes} if change.undoes else {}),
         **({"shared": shared} if shared else {}),
+        **_held_json(change),
     }
+
+
+def _held_json(change: Change | Held) -> dict[str, Any]:
+    """A held change's reason and the other paths it makes with its own (a merge's)."""
+    if not isinstance(change, Held):
+        return {}
+    return {**({"reason": change.reason} if change.reason else {}),
+            **({"also": [{"path": p.path, "action": p.action} for p in change.parts]}
+               if change.parts else {})}
 
 
 def change_line(change: Change | Held, journal: Journal | Journals) -> str:
@@ -88,8 +98,13 @@ def change_line(change: Change | Held, journal: Journal | Journals) -> str:
     folder = any(s and s.startswith(DIR) for s in (change.before, change.after))
     shown = f"{change.scope}:{change.path}" + ("/" if folder and change.path else "")
     when = change.time[:19].replace("T", " ")  # UTC to the second, as a person reads it
-    return (f"{change.id}  {when}  {change.action}  {shown}: {summary(change, journal)}; "
+    line = (f"{change.id}  {when}  {change.action}  {shown}: {summary(change, journal)}; "
             f"by {source_text(change.source)}")
+    if isinstance(change, Held):
+        also = [f"{p.action} {change.scope}:{p.path}" for p in change.parts]
+        line += "".join(f"; with {a}" for a in also)
+        line += f"; why: {change.reason}" if change.reason else ""
+    return line
 
 
 def source_text(source: ChangeSource) -> str:

@@ -116,6 +116,14 @@ class SearchIndexes(ClosedOnExit):
         with self._lease(root) as index:
             return index.nearest(self.embeddings.key, vector, depth)
 
+    def close_pairs(self, root: Path, threshold: float) -> list[tuple[str, str, float]]:
+        """The pairs of root's notes whose vectors have a cosine ≥ threshold, as (path, path,
+        cosine); none without embeddings or before the notes have vectors."""
+        if self.embeddings is None:
+            return []
+        with self._lease(root) as index:
+            return index.close_pairs(self.embeddings.key, threshold)
+
     def notes_changed(self, root: Path) -> None:
         """A store wrote in root: with embeddings, the keeper re-indexes the note and makes its
         vector now, not at the next search."""

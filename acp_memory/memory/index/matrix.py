@@ -53,6 +53,32 @@ class VectorMatrix:
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(self._ids[i]), float(scores[i])) for i in top]
 
+    def close_pairs(
+        self, db: sqlite3.Connection, key: str, threshold: float, rows: int = 1024
+    ) -> list[tuple[int, int, float]]:
+        """Every pair of notes whose vectors under key have a cosine ≥ threshold, as (file id,
+        file id, cosine), the smaller id first; `rows` notes at a time against all of them,
+        so memory stays at rows × notes floats."""
+        found = db.execute("SELECT length(vec) FROM vectors WHERE model = ? LIMIT 1",
+                           (key,)).fetchone()
+        if found is None:
+            return []
+        dimensions = found[0] // 4
+        version = (key, dimensions, db.total_changes,
+                   db.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._version:
+            self._catch_up(db, key, dimensions)
+            self._version = version
+        pairs: list[tuple[int, int, float]] = []
+        for start in range(0, len(self._ids), rows):
+            # A matrix product, unlike `nearest`'s matrix-vector one, is what BLAS is for.
+            scores = self._matrix[start:start + rows] @ self._matrix.T
+            for i, j in zip(*np.nonzero(scores >= threshold), strict=True):
+                a, b = int(self._ids[start + i]), int(self._ids[j])
+                if a < b:
+                    pairs.append((a, b, float(scores[i, j])))
+        return pairs
+
     def _catch_up(self, db: sqlite3.Connection, key: str, dimensions: int) -> None:
         size = dimensions * 4
         if self._kind != (key, dimensions):

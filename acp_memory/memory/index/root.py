@@ -81,6 +81,22 @@ class RootIndex:
             paths = self._paths([rowid for rowid, _ in near])
             return [(paths[rowid], score) for rowid, score in near if rowid in paths]
 
+    def close_pairs(self, key: str, threshold: float) -> list[tuple[str, str, float]]:
+        """The pairs of notes whose vectors under key have a cosine ≥ threshold, as (path,
+        path, cosine)."""
+        with self._lock:
+            if self._matrix is None:
+                from acp_memory.memory.index.matrix import VectorMatrix
+
+                self._matrix = VectorMatrix()
+            pairs = self._matrix.close_pairs(self._db, key, threshold)
+            ids = sorted({i for a, b, _ in pairs for i in (a, b)})
+            paths: dict[int, str] = {}
+            for start in range(0, len(ids), 500):  # within SQLite's bound on variables
+                paths.update(self._paths(ids[start:start + 500]))
+            return [(paths[a], paths[b], score) for a, b, score in pairs
+                    if a in paths and b in paths]
+
     def pending_vectors(self, key: str, limit: int) -> list[vectors.Pending]:
         """Notes with no vector under key yet."""
         with self._lock:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 SCHEMA = "acp_memory"
-SCHEMA_VERSION = 1
+# 2: held.reason and held.parts (a held change's reason and its other paths); DDL adds them
+# to a version 1 schema, as it is written to run again over any earlier one.
+SCHEMA_VERSION = 2
 CHANNEL = "acp_memory_changes"  # NOTIFY payload: "<project> <seq>"
 
 DDL = f"""
@@ -38,6 +40,8 @@ CREATE INDEX IF NOT EXISTS history_of_task ON {SCHEMA}.history((source->>'taskId
 CREATE TABLE IF NOT EXISTS {SCHEMA}.held(
     id text PRIMARY KEY, project text NOT NULL, time timestamptz NOT NULL, path text NOT NULL,
     action text NOT NULL, before text, after text, source jsonb NOT NULL);
+ALTER TABLE {SCHEMA}.held ADD COLUMN IF NOT EXISTS reason text;
+ALTER TABLE {SCHEMA}.held ADD COLUMN IF NOT EXISTS parts jsonb;
 CREATE TABLE IF NOT EXISTS {SCHEMA}.embeddings(
     project text NOT NULL, path text NOT NULL, sha256 text NOT NULL, model text NOT NULL,
     dimensions integer NOT NULL, vector bytea NOT NULL,  -- float32, little-endian

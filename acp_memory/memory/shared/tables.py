@@ -227,7 +227,12 @@ class ProjectTables:
             f"SELECT before FROM {SCHEMA}.history WHERE project = %(p)s UNION "
             f"SELECT after FROM {SCHEMA}.history WHERE project = %(p)s UNION "
             f"SELECT before FROM {SCHEMA}.held WHERE project = %(p)s UNION "
-            f"SELECT after FROM {SCHEMA}.held WHERE project = %(p)s", {"p": self.key})
+            f"SELECT after FROM {SCHEMA}.held WHERE project = %(p)s UNION "
+            # A merge's other paths (held.parts) name states too.
+            f"SELECT part->>'before' FROM {SCHEMA}.held, jsonb_array_elements(held.parts) "
+            "AS part WHERE project = %(p)s AND parts IS NOT NULL UNION "
+            f"SELECT part->>'after' FROM {SCHEMA}.held, jsonb_array_elements(held.parts) "
+            "AS part WHERE project = %(p)s AND parts IS NOT NULL", {"p": self.key})
             if s}
         used = {s.partition(":")[2] for s in states}
         dirs = [s[len(DIR):] for s in states if s.startswith(DIR)]

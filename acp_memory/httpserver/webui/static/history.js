@@ -26,6 +26,11 @@ function changeItem(change, withPath, ...buttons) {
     h('p', { class: 'change-body' },
       h('span', { class: 'summary' }, change.summary), ' · ',
       h('span', { class: 'source' }, sourceText(change.source))),
+    // A held change says why it was proposed, and a merge the other notes it makes with it.
+    change.also ? h('ul', { class: 'change-also' }, change.also.map((part) =>
+      h('li', { dataset: { action: part.action } },
+        h('span', { class: 'action' }, part.action), ' ', `${change.root}:${part.path}`))) : null,
+    change.reason ? h('p', { class: 'change-reason' }, `Why: ${change.reason}`) : null,
     h('p', { class: 'row change-actions' }, ...buttons),
     h('div', { class: 'conflict' }));
 }
@@ -135,7 +140,14 @@ async function decide(held, approve) {
       method: 'POST', body: { approve },
     });
     const where = `${held.root}:${held.path}`;
-    if (approve) await afterChange(held.root, held.path); else await refreshTrust();
+    if (approve) {
+      // A merge changed its other notes too: their folders and the open note are read again.
+      for (const path of [held.path, ...(held.also || []).map((part) => part.path)]) {
+        await afterChange(held.root, path);
+      }
+    } else {
+      await refreshTrust();
+    }
     say('trust-message', approve ? `Approved: ${held.action} of ${where}.` : `Rejected: ${where} is unchanged.`);
   } catch (err) {
     say('trust-message', err.message, true);
