@@ -14,7 +14,7 @@ import pytest
 
 from acp_memory.config import Config, Paths
 from acp_memory.config.models import MemoryConfig, ToolsConfig
-from acp_memory.llm.offline.memory_child import HELD
+from acp_memory.llm.offline.child_steps import HELD
 from acp_memory.memory.direct import DirectMemoryTool
 from acp_memory.memory.history.journal import Journal
 from acp_memory.memory.history.pending import approve

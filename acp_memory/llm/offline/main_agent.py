@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from acp_memory.llm.offline.memory_child import NO_MEMORY_HITS
+from acp_memory.llm.offline.recall_report import NO_MEMORY_HITS
 from acp_memory.llm.offline.wording import announce, clip, numbered_calls
 from acp_memory.llm.types import Image, Message, ToolCall
 

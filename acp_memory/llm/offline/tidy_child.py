@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from acp_memory.llm.offline.memory_child import Exchange, exchanges, note_text
+from acp_memory.llm.offline.child_steps import Exchange, exchanges, note_text
 from acp_memory.llm.offline.wording import announce, numbered_calls
 from acp_memory.llm.types import Message, ToolCall
 from acp_memory.text.shingles import is_duplicate, text_overlap
