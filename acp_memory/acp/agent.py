@@ -23,15 +23,8 @@ from acp_memory.acp.errors import (
     writes,
 )
 from acp_memory.acp.handshake import Handlers, authenticate, initialize, memory_run_updates
-from acp_memory.acp.options import (
-    MEMORY_OPTION,
-    check_memory,
-    check_mode,
-    check_model,
-    config_options,
-    mode_updates,
-    session_state,
-)
+from acp_memory.acp.option_changes import set_option, switch_mode
+from acp_memory.acp.options import session_state
 from acp_memory.acp.schema import (
     CancelNotification,
     CloseSessionRequest,
@@ -339,42 +332,20 @@ class AcpAgent:
     async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(SetSessionModeRequest, params)
         session = await self.writable_session(req.session_id)
-        await self._switch_mode(session, req.mode_id)
+        await switch_mode(
+            session, req.mode_id, self.cfg.model_ids(), self._memory_option,
+            partial(self._update, session.id),
+        )
         return {}
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         req = parse_params(SetConfigOptionRequest, params)
         session = await self.writable_session(req.session_id)
-        value = str(req.value)
-        if req.config_id == "mode":
-            await self._switch_mode(session, value)
-        elif req.config_id == "model":
-            session.record.selected_model_id = check_model(value, self.cfg.model_ids())
-            with writes(session):
-                await session.save_record()  # only session.json changed
-        elif req.config_id == MEMORY_OPTION:
-            # From this session's next turn on, its memory runs start or stop.
-            session.record.memory_enabled = check_memory(req.value)
-            with writes(session):
-                await session.save_record()
-        else:
-            raise RpcError(
-                INVALID_PARAMS, f"Invalid params: configId: unknown option {req.config_id!r}"
-            )
-        return {
-            "configOptions": config_options(
-                session.record, self.cfg.model_ids(), self._memory_option(session)
-            )
-        }
-
-    async def _switch_mode(self, session: Session, mode_id: str) -> None:
-        if session.record.mode != check_mode(mode_id):
-            session.record.mode = mode_id
-            with writes(session):
-                await session.save_record()  # only session.json changed
-        memory = self._memory_option(session)
-        for update in mode_updates(session.record, self.cfg.model_ids(), memory):
-            await self._update(session.id, update)
+        options = await set_option(
+            session, req.config_id, req.value, self.cfg.model_ids(), self._memory_option,
+            partial(self._update, session.id),
+        )
+        return {"configOptions": options}
 
     def _state(self, session: Session) -> dict[str, Any]:
         return session_state(session.record, self.cfg.model_ids(), self._memory_option(session))

@@ -61,10 +61,10 @@ def shared_online_findings(cfg: Config, cwd: Path) -> list[Finding]:
             notes = None if key is None else _one(
                 conn, f"SELECT count(*) FROM {SCHEMA}.notes WHERE project = %s AND body IS NOT "
                 "NULL", (key,))
+    except SchemaTooNew as exc:  # a SharedUnavailable whose line names no database
+        return [Finding("error", f"memory.shared {database.masked}: {exc}")]
     except SharedUnavailable as exc:
         return [Finding("error", str(exc))]
-    except SchemaTooNew as exc:
-        return [Finding("error", f"memory.shared {database.masked}: {exc}")]
     except psycopg.Error as exc:
         return [Finding("error", f"memory.shared {database.masked}: "
                         f"{' '.join(str(exc).split())}")]

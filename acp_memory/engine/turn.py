@@ -7,22 +7,14 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import anyio
 
-from acp_memory.engine.events import (
-    AgentText,
-    AgentThought,
-    Emit,
-    PlanUpdated,
-    PromptBlocked,
-    ToolCallFinished,
-    ToolCallProgress,
-    ToolCallStarted,
-)
+from acp_memory.engine.events import AgentText, AgentThought, Emit, PromptBlocked
 from acp_memory.engine.history import ModelHistory
 from acp_memory.engine.prompt import Templates, TurnContext, is_per_step, render_system
+from acp_memory.engine.tool_calls import NOT_RUN_RESULT, cancelled_result, run_tool_calls
 from acp_memory.hooks.events import SessionHooks
 from acp_memory.llm.provider import closing
 from acp_memory.llm.registry import ModelHandle
@@ -32,7 +24,6 @@ from acp_memory.llm.types import (
     Message,
     ReasoningDelta,
     TextDelta,
-    ToolCall,
     ToolCallReady,
 )
 from acp_memory.sessions.model import (
@@ -46,22 +37,13 @@ from acp_memory.sessions.model import (
 from acp_memory.sessions.store import Session
 from acp_memory.timestamps import Now, utc_now
 from acp_memory.tools.base import (
-    Diff,
-    ImageView,
-    LinkView,
-    ToolContent,
     ToolContext,
-    ToolResult,
-    TurnCancelled,
 )
 from acp_memory.tools.registry import MAIN_AGENT_ONLY, PreparedCall, ToolRegistry, ToolSet
 
 log = logging.getLogger(__name__)
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
-CANCELLED_RESULT = "Error: the tool call was cancelled by the user."
-# The result of a call the turn never started (the editor never saw it either).
-NOT_RUN_RESULT = "Error: the tool call was not run; the turn stopped before it started."
 
 
 class TurnContextSource(Protocol):
@@ -206,7 +188,7 @@ class TurnEngine:
                 context.hook_output = hooks.context
             reply = await self._step(session, model, emit, context, tools, setup.template, base)
             if reply.calls:
-                if not await self._run_tools(session, reply.calls, emit, tools, base, hooks):
+                if not await run_tool_calls(session, reply.calls, emit, tools, base, hooks):
                     return "cancelled"
                 continue
             if reply.finish == "length":
@@ -256,123 +238,14 @@ class TurnEngine:
                 # Calls that arrived before the stream was cut never run; providers refuse a
                 # history where a tool call has no result, so each gets a cancelled one.
                 for prepared in reply.calls:
-                    await session.append(_cancelled(prepared.call, NOT_RUN_RESULT))
+                    await session.append(cancelled_result(prepared.call, NOT_RUN_RESULT))
         return reply
-
-    async def _run_tools(
-        self,
-        session: Session,
-        calls: list[PreparedCall],
-        emit: Emit,
-        tools: ToolSet,
-        base: ToolContext,
-        hooks: SessionHooks | None = None,
-    ) -> bool:
-        """Run the calls in order; False when the user cancelled the turn from inside one."""
-        pending = list(calls)
-        running: str | None = None  # the call the editor shows in progress
-        cancelled = False
-        # A bundle that skips the syncs (a memory run's child) with no hook that could read
-        # its transcript meanwhile: the step's results are written in one append, not one
-        # each (every append rewrites a file and swaps two names).
-        held: list[TranscriptMessage] | None = (
-            [] if not session.durable and hooks is None else None
-        )
-        try:
-            while pending:
-                prepared = pending[0]
-                call_id = running = prepared.call.id
-
-                async def progress(content: Sequence[ToolContent], call_id: str = call_id) -> None:
-                    await emit(ToolCallProgress(call_id, list(content)))
-
-                ctx = replace(base, call_id=call_id, progress=progress)
-                await emit(
-                    ToolCallStarted(
-                        call_id,
-                        prepared.title,
-                        prepared.kind,
-                        prepared.raw_input,
-                        prepared.locations(ctx),
-                    )
-                )
-                name, args = prepared.call.name, prepared.raw_input
-                blocked = await hooks.pre_tool(name, args) if hooks is not None else None
-                try:
-                    if blocked is not None:
-                        text = f"Error: {blocked}"
-                        result = ToolResult(text, is_error=True)
-                    else:
-                        result = await tools.run(prepared, ctx)
-                except TurnCancelled as exc:
-                    cancelled = True
-                    result = ToolResult(f"Error: {exc or CANCELLED_RESULT}", is_error=True)
-                message = TranscriptMessage(
-                    role="tool",
-                    content=result.text,
-                    tool_call_id=call_id,
-                    name=prepared.call.name,
-                    is_error=result.is_error or None,
-                    locations=result.locations or None,
-                    content_extra=[_content_dump(c) for c in result.content] or None,
-                    plan=result.plan,
-                )
-                if held is None:
-                    await session.append(message)
-                else:
-                    held.append(message)
-                pending.pop(0)
-                status: Literal["completed", "failed"] = (
-                    "failed" if result.is_error else "completed"
-                )
-                running = None
-                await emit(
-                    ToolCallFinished(
-                        call_id, status, result.text, result.locations, list(result.content)
-                    )
-                )
-                if result.plan is not None:
-                    await emit(PlanUpdated(result.plan))
-                if cancelled:
-                    break
-                if hooks is not None and blocked is None:
-                    await hooks.post_tool(name, args, result.text, result.is_error)
-        finally:
-            # Providers refuse a history where a tool call has no result.
-            ended = [
-                _cancelled(p.call, CANCELLED_RESULT if p.call.id == running else NOT_RUN_RESULT)
-                for p in pending
-            ]
-            await session.append_all([*(held or ()), *ended])
-            if running is not None:
-                # The editor would show the interrupted call in progress for ever.
-                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
-                    await emit(ToolCallFinished(running, "failed", CANCELLED_RESULT))
-        return not cancelled
 
 
 def _tool_context(session: Session) -> ToolContext:
     record = session.record
     roots = tuple(Path(folder) for folder in record.additional_directories)
     return ToolContext(session.id, Path(record.cwd), record.mode, roots=roots, bundle=session.dir)
-
-
-def _content_dump(c: ToolContent) -> dict[str, Any]:
-    """Tool content as the transcript keeps it, for a faithful replay."""
-    if isinstance(c, Diff):
-        return {"type": "diff", "path": c.path, "oldText": c.old, "newText": c.new}
-    if isinstance(c, ImageView):
-        return {"type": "image", "data": c.data, "mimeType": c.mime_type}
-    if isinstance(c, LinkView):
-        return {"type": "resource_link", "uri": c.uri, "name": c.name, "mimeType": c.mime_type}
-    return {"type": "terminal", "terminalId": c.terminal_id}
-
-
-def _cancelled(call: ToolCall, text: str = CANCELLED_RESULT) -> TranscriptMessage:
-    """The error result recorded for a call that never ran, or never finished."""
-    return TranscriptMessage(
-        role="tool", content=text, tool_call_id=call.id, name=call.name, is_error=True
-    )
 
 
 class _Reply:

@@ -1,6 +1,7 @@
 """`acp-memory notes list/search/index/show/edit/write/rm/purge`: the notes from a terminal,
 with the tools' rules. Here the parser, the dispatch and the actions that read; the ones that
-change notes (edit, write, rm, purge) are in `cli_changes.py`, the history's in `history_cli.py`."""
+change notes (edit, write, rm, purge) are in `cli_changes.py`, import and export in
+`cli_transfer.py`, the history's in `history_cli.py`."""
 
 from __future__ import annotations
 
@@ -9,16 +10,15 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_memory.memory.cli_changes import count_notes, edit, fail, purge, rm, write
+from acp_memory.memory.cli_transfer import run_export, run_import
 from acp_memory.memory.history_cli import HISTORY_ACTIONS, add_history_parsers, run_history
+from acp_memory.memory.shared.key import shared_json, shared_key_of, shared_label, unshared_line
 
 if TYPE_CHECKING:  # the store pulls in SQLite and the stemmers: load it only to run `notes`
     from acp_memory.config import Config, Paths
-    from acp_memory.memory.roots import Location
     from acp_memory.memory.search import Hits
     from acp_memory.memory.store import MemoryStore
 
@@ -194,8 +194,6 @@ def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
     ):
         roots = store.roots
         if cfg.memory.shared.dsn and roots.shared_key is None and roots.cwd is not None:
-            from acp_memory.memory.shared.key import unshared_line
-
             fail(unshared_line(cfg.memory.shared.project, roots.cwd, roots.project_root))
         try:
             if action == "list":
@@ -218,9 +216,9 @@ def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
             if action == "stale":
                 return _stale(store, args)
             if action == "import":
-                return _import(store, args, cfg, paths)
+                return run_import(store, args, cfg, paths)
             if action == "export":
-                return _export(store, args, cfg)
+                return run_export(store, args, cfg)
             if action in HISTORY_ACTIONS:
                 return run_history(store, args)
         except (NoteError, MemoryPathError) as exc:
@@ -232,10 +230,7 @@ def run_notes(args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
     return fail(f"unknown action {action!r}", 2)
 
 
-
-
 def _list(store: MemoryStore, path: str | None) -> int:
-    from acp_memory.memory.shared.key import shared_label
     from acp_memory.memory.store import NoteError
     from acp_memory.memory.tools import format_listing
 
@@ -246,7 +241,7 @@ def _list(store: MemoryStore, path: str | None) -> int:
         if not loc.is_root and not loc.path.is_dir():
             raise NoteError(f"no such folder {loc.display}")
         listing = format_listing(loc.display, entries)
-        if key := _shared_key(store, loc.scope):  # the head names the root: whose notes
+        if key := shared_key_of(store.roots, loc.scope):  # the head names the root: whose notes
             head, sep, rest = listing.partition(" ")
             listing = f"{shared_label(head, key)}{sep}{rest}"
         print(("\n" if i else "") + listing)
@@ -273,16 +268,16 @@ def _search(store: MemoryStore, args: argparse.Namespace, default_limit: int) ->
 
 def _print_hits(store: MemoryStore, args: argparse.Namespace, query: str, hits: Hits) -> None:
     from acp_memory.memory.roots import scope_name
-    from acp_memory.memory.shared.key import shared_json, shared_label
     from acp_memory.memory.tools import format_hits
 
     if args.json:
-        print(json.dumps([{**h.as_json(), **shared_json(_shared_key(store, h.path.split(":")[0]))}
+        print(json.dumps([{**h.as_json(),
+                           **shared_json(shared_key_of(store.roots, h.path.split(":")[0]))}
                           for h in hits], ensure_ascii=False), flush=True)
     else:
         scope = scope_name(args.scope)
         scopes = store.roots.scopes() if scope == "both" else (scope,)
-        where = " and ".join(shared_label(s, _shared_key(store, s)) for s in scopes)
+        where = " and ".join(shared_label(s, shared_key_of(store.roots, s)) for s in scopes)
         print(format_hits(query, hits, where), flush=True)
 
 
@@ -337,76 +332,16 @@ def _index_root(store: MemoryStore, scope: str, unavailable: str) -> str:
     return unavailable
 
 
-def _import(store: MemoryStore, args: argparse.Namespace, cfg: Config, paths: Paths) -> int:
-    from acp_memory.memory.shared.transfer import TransferStopped, import_notes
-
-    source = Path(args.dir).expanduser().absolute() if args.dir else paths.cwd / "memory"
-    if not source.is_dir():
-        return fail(f"{source}: no such folder")
-    into = store.locate(args.target)
-    offline = _offline(cfg, _shared_key(store, into.scope))
-    try:
-        done = import_notes(store, args.target, source, offline)
-    except TransferStopped as exc:
-        return fail(f"{exc}; writes refused, the import stopped (a note already imported "
-                    "stays; `notes import` again goes on)")
-    for path, why in done.refused:
-        fail(f"{path} not imported: {why}")
-    print(f"imported {count_notes(done.copied)} into {_root_label(store, into)}: "
-          f"{done.counts('updated')}")
-    return 1 if done.refused else 0
-
-
-def _export(store: MemoryStore, args: argparse.Namespace, cfg: Config) -> int:
-    from acp_memory.memory.shared.transfer import export_notes
-
-    dest = Path(args.dir).expanduser().absolute()
-    start = store.locate(args.source)
-    done = export_notes(store, args.source, dest)
-    for path, why in done.refused:
-        fail(f"{path} not exported: {why}")
-    if (offline := _offline(cfg, _shared_key(store, start.scope))()) is not None:
-        fail(f"{offline}; exported the local copy")
-    print(f"exported {count_notes(done.copied)} from {_root_label(store, start)} to {dest}: "
-          f"{done.counts('replaced')}")
-    return 1 if done.refused else 0
-
-
-def _shared_key(store: MemoryStore, scope: str) -> str | None:
-    """The project key when `scope` is a shared project root."""
-    from acp_memory.memory.shared.key import shared_key_of
-
-    return shared_key_of(store.roots, scope)
-
-
-def _root_label(store: MemoryStore, loc: Location) -> str:
-    """`project (shared: <key>)`, `global`, or a folder's `scope:folder/`, as people read it."""
-    from acp_memory.memory.shared.key import shared_label
-
-    text = loc.scope if loc.is_root else f"{loc.display}/"
-    return shared_label(text, _shared_key(store, loc.scope))
-
-
-def _offline(cfg: Config, key: str | None) -> Callable[[], str | None]:
-    """What says, after a refused write, that the shared server went away (None: it did not)."""
-    if key is None or not cfg.memory.shared.dsn:
-        return lambda: None
-    from acp_memory.memory.shared.database import database_for
-
-    database = database_for(cfg.memory.shared.dsn)
-    return lambda: None if database.online or not database.last_error else database.last_error
 
 
 def _stale(store: MemoryStore, args: argparse.Namespace) -> int:
     from acp_memory.memory.facts import OLD_DAYS, stale_notes
-    from acp_memory.memory.shared.key import shared_json
-
     days = OLD_DAYS if args.days is None else args.days
     if days < 1:
         return fail("--days must be at least 1", 2)
     found = stale_notes(store, days)
     if args.json:
-        print(json.dumps([{**n.as_json(), **shared_json(_shared_key(store, n.scope))}
+        print(json.dumps([{**n.as_json(), **shared_json(shared_key_of(store.roots, n.scope))}
                           for n in found], ensure_ascii=False))
         return 0
     if not found:

@@ -1,6 +1,6 @@
-"""The memory runs of one surface as a service of their own: the bounds on runs in flight, the
-search indexes every notes store shares, the memory child started as a system task, retention
-(memory.keep_runs) and the wait for running runs at exit.
+"""The memory runs of one surface as a service of their own: the bounds on runs in flight
+(`run_bounds.py`), the search indexes every notes store shares, the memory child started as a
+system task, retention (memory.keep_runs) and the wait for running runs at exit.
 
 The runner owns one and hands it a `MemoryHost`, the few things a run needs of it; the turn's
 side of a run (`memory_run.py`) asks the service for everything else.
@@ -37,6 +37,7 @@ from acp_memory.memory.roots import Roots
 from acp_memory.memory.store import MemoryStore, indexes_for, journal_for
 from acp_memory.oserror import os_error_text
 from acp_memory.runtime.memory_agent import MemoryLaunch
+from acp_memory.runtime.run_bounds import RunBounds
 from acp_memory.runtime.shared_memory import SharedMemory
 from acp_memory.runtime.subagents import log_line, run_child_turn
 from acp_memory.sessions.model import new_session_id
@@ -51,9 +52,6 @@ from acp_memory.tools.registry import ToolRegistry
 log = logging.getLogger(__name__)
 
 MEMORY_AGENT_NAME = "memory"
-# Turns of a session are serialised, so runs overlap only when turns end faster than runs.
-SESSION_RUNS_IN_FLIGHT = 2
-PROCESS_RUNS_IN_FLIGHT = 16
 MEMORY_EXIT_WAIT_SECONDS = 15.0
 
 
@@ -68,55 +66,6 @@ class MemoryHost:
     model_for: Callable[[str], ModelHandle]  # the child's models (never waiting for a reset)
     owner: Callable[[], TaskGroup]  # where bookkeeping runs; raises once the runner stopped
     clock: Callable[[], Clock]  # the bounds' clock: run timeouts, the turn's wait, the exit wait
-
-
-class RunBounds:
-    """Memory runs in flight: at most `session_limit` per session and `process.total_tokens`
-    in all. A run holds one token of each on its own behalf until it ends; a bound that is
-    full skips the run, never queues it."""
-
-    def __init__(
-        self,
-        session_limit: int = SESSION_RUNS_IN_FLIGHT,
-        process_limit: int = PROCESS_RUNS_IN_FLIGHT,
-    ) -> None:
-        self.session_limit = session_limit  # read when a session's first run is admitted
-        self.process = anyio.CapacityLimiter(process_limit)
-        self._sessions: dict[str, anyio.CapacityLimiter] = {}  # sessions with a run in flight
-
-    def admit(self, session_id: str, run: object) -> str | None:
-        """Take a token of both bounds for run; None when it may start, else why not (the
-        seed's words). Synchronous: a turn of another session starting now sees it."""
-        mine = self._sessions.get(session_id) or anyio.CapacityLimiter(self.session_limit)
-        try:
-            mine.acquire_on_behalf_of_nowait(run)
-        except anyio.WouldBlock:
-            return f"memory runs in flight for this session: {_held(mine)}"
-        try:
-            self.process.acquire_on_behalf_of_nowait(run)
-        except anyio.WouldBlock:
-            mine.release_on_behalf_of(run)
-            return f"memory runs in flight for this process: {_held(self.process)}"
-        self._sessions[session_id] = mine
-        return None
-
-    def release(self, session_id: str, run: object) -> None:
-        """Give back the tokens run holds (it ended, or it never started)."""
-        mine = self._sessions.get(session_id)
-        if mine is None:
-            return
-        with contextlib.suppress(RuntimeError):  # not held: given back already
-            mine.release_on_behalf_of(run)
-            self.process.release_on_behalf_of(run)
-        if mine.borrowed_tokens == 0:
-            del self._sessions[session_id]
-
-    def in_flight(self, session_id: str | None = None) -> int:
-        """Runs holding a token: of session_id, or of the whole process."""
-        if session_id is None:
-            return int(self.process.borrowed_tokens)
-        mine = self._sessions.get(session_id)
-        return 0 if mine is None else int(mine.borrowed_tokens)
 
 
 @dataclass(frozen=True)
@@ -441,10 +390,6 @@ def final_message(child: Session) -> str:
     if last is None or last.role != "assistant" or last.tool_calls:
         return ""
     return last.content.strip()
-
-
-def _held(limiter: anyio.CapacityLimiter) -> str:
-    return f"{int(limiter.borrowed_tokens)} of {int(limiter.total_tokens)}"
 
 
 def _remove_tree(path: Path) -> None:

@@ -21,7 +21,6 @@ from acp_memory.clock import Clock
 from acp_memory.config import Config, Paths
 from acp_memory.editor import Editor
 from acp_memory.engine.events import AgentText, Emit, ToolCallFinished
-from acp_memory.engine.prompt import TurnContext
 from acp_memory.engine.turn import (
     PlainContext,
     StopReason,
@@ -38,6 +37,7 @@ from acp_memory.runtime.mcp_service import McpService
 from acp_memory.runtime.memory_agent import memory_model_warnings
 from acp_memory.runtime.memory_run import MemoryRun, NotifyMemory
 from acp_memory.runtime.memory_service import MemoryHost, MemoryService
+from acp_memory.runtime.pool_context import PoolContext
 from acp_memory.runtime.reflection import NotifySession, Reflection
 from acp_memory.runtime.subagents import Subagents
 from acp_memory.runtime.table import SessionTable
@@ -439,18 +439,3 @@ class SessionRunner:
         grants = PermissionGate(self.cfg.tools, session.dir / GRANTS_FILE, None)
         return TurnQuestions(session.id, reviewer_for(editor), grants, tell)
 
-
-class PoolContext:
-    """The turn context's background section: tasks that ended since the last step (each
-    announced once), then those still running; one line each, never their output."""
-
-    def __init__(self, pool: TaskPool) -> None:
-        self.pool = pool
-
-    async def begin(self) -> None:
-        return None
-
-    def step(self) -> TurnContext:
-        return TurnContext(
-            background_tasks=[*self.pool.announcements.take(), *self.pool.running_lines()]
-        )

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import acp_memory.memory.cli
-from acp_memory.cli import build_parser, main
+from acp_memory.cli import main
+from acp_memory.cli_parser import build_parser
 from acp_memory.config import resolve_paths
 from acp_memory.doctor import check
 from acp_memory.oserror import describe_os_error, os_error_text

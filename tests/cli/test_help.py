@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from acp_memory.cli import (
+from acp_memory.cli_parser import (
     ACP_DESCRIPTION,
     DEMO_DESCRIPTION,
     DOCTOR_DESCRIPTION,

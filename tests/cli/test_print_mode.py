@@ -23,7 +23,8 @@ from fakes.script import error, stall, text
 from runtime.test_memory_run import MemoryRoutedOpenAI
 from wire_schema import WireChecker, validate_memory_run
 
-from acp_memory.cli import build_parser, main
+from acp_memory.cli import main
+from acp_memory.cli_parser import build_parser
 from acp_memory.engine.events import AgentText, AgentThought, ToolCallFinished, ToolCallStarted
 from acp_memory.engine.reply import Reply
 from acp_memory.printmode.console import Console, memory_line

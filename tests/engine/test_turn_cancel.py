@@ -16,7 +16,7 @@ from fakes.script import call, stall, text, tool_calls
 from harness import Editor
 from turnkit import HoldTool, fake_config, prompt, stored_messages, turn_agent
 
-from acp_memory.engine.turn import CANCELLED_RESULT, NOT_RUN_RESULT
+from acp_memory.engine.tool_calls import CANCELLED_RESULT, NOT_RUN_RESULT
 from acp_memory.llm.provider import Provider, closing
 from acp_memory.llm.registry import ModelHandle
 from acp_memory.llm.types import ChatRequest, StreamEvent, ToolCallReady

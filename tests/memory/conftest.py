@@ -27,6 +27,15 @@ def private_tempdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    """A workspace folder holding one source file, src/api/server.py (notes cite it)."""
+    folder = tmp_path / "work"
+    (folder / "src" / "api").mkdir(parents=True)
+    (folder / "src" / "api" / "server.py").write_text("app = 1\n")
+    return folder
+
+
+@pytest.fixture
 def roots(tmp_path: Path) -> Roots:
     return Roots(tmp_path / "home" / "memory", tmp_path / "work" / "memory")
 

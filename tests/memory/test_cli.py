@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from memory.notes_kit import Run, Terminal, notes_runner
 
-from acp_memory.cli import build_parser
+from acp_memory.cli_parser import build_parser
 from acp_memory.memory import store as store_module
 
 REPO = Path(__file__).resolve().parents[2]

@@ -34,14 +34,6 @@ CLI = ChangeSource("cli")
 
 
 @pytest.fixture
-def cwd(tmp_path: Path) -> Path:
-    folder = tmp_path / "work"
-    (folder / "src" / "api").mkdir(parents=True)
-    (folder / "src" / "api" / "server.py").write_text("app = 1\n")
-    return folder
-
-
-@pytest.fixture
 def journal(tmp_path: Path) -> Iterator[Journal]:
     journal = Journal(tmp_path / "home" / "history" / "journal.sqlite3", now=lambda: NOW)
     yield journal

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from memory.notes_kit import Run, Terminal, notes_runner
 
-from acp_memory.cli import build_parser
+from acp_memory.cli_parser import build_parser
 from acp_memory.config import Config, resolve_paths
 from acp_memory.memory.history.journal import Journal
 from acp_memory.memory.history.records import ChangeSource

@@ -25,14 +25,6 @@ BUILD = ("The build runs with uv sync and then uv run pytest, the tests live und
 
 
 @pytest.fixture
-def cwd(tmp_path: Path) -> Path:
-    folder = tmp_path / "work"
-    (folder / "src" / "api").mkdir(parents=True)
-    (folder / "src" / "api" / "server.py").write_text("app = 1\n")
-    return folder
-
-
-@pytest.fixture
 def clock() -> list[datetime]:
     return [NOW]
 
@@ -222,5 +214,10 @@ def test_global_notes_are_grouped_apart_and_an_unknown_scope_is_refused(store, c
     hand_written(cwd / "memory" / "c.md", BUILD, NOW)
     store.write("global:c.md", BUILD)
     assert candidate_groups(store, "global") == []
+    # Each scope its own root: the project's pair is the project's, the global note alone.
+    hand_written(cwd / "memory" / "d.md", BUILD, NOW - timedelta(days=1))
+    assert candidate_groups(store, "global") == []
+    assert [g.paths for g in candidate_groups(store, "project")] == [
+        ("project:c.md", "project:d.md")]
     with pytest.raises(NoteError, match="unknown scope 'both'"):
         candidate_groups(store, "both")

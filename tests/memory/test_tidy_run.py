@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -121,12 +123,16 @@ def test_a_merge_whose_other_note_changed_since_is_refused_whole(store: MemorySt
 
 def test_rejecting_a_merge_writes_nothing(store: MemoryStore) -> None:
     two_duplicates(store)
-    Proposals(store).propose("merge", ["project:build.md", "project:build-old.md"], NEW,
-                             "duplicates")
+    made = [c.id for c in history(store).changes(limit=10)]
+    Proposals(store).propose("merge", ["project:build.md", "project:build-old.md"],
+                             NEW + "Merged.\n", "duplicates")
     (held,) = history(store).held()
     history(store).reject(held.id)
     assert history(store).held() == []
     assert note(store, "project:build-old.md").read_text() == OLD
+    # Neither the kept note nor the journal gained anything from the merge.
+    assert note(store, "project:build.md").read_text() == NEW
+    assert [c.id for c in history(store).changes(limit=10)] == made
 
 
 def test_apply_makes_a_proposal_at_once_as_journaled_changes_undo_reverses(
@@ -238,13 +244,36 @@ async def test_a_scripted_childs_merge_is_held_with_its_reason(
 async def test_no_candidates_is_no_child_and_nothing_held(paths: Paths, store: MemoryStore) -> None:
     outcome = await tidy(tidy_config(), paths, store, [], OFFLINE_MODEL_ID)
     assert outcome.report == NOTHING_TO_TIDY and outcome.held == []
+    # The child's bundle was never given a task: no model was asked.
+    (transcript,) = (paths.sessions_dir / "tidy").glob("*/messages.json")
+    assert json.loads(transcript.read_text())["messages"] == []
+
+
+def near_duplicates(store: MemoryStore) -> None:
+    """0.84 of their 3-word shingles shared: near duplicates, the newer (build.md) written
+    later."""
+    store.write("project:build-old.md", BUILD + "Docs live in docs.\n")
+    store.write("project:build.md", BUILD)
+
+
+def near_duplicates_on_disk(paths: Paths) -> None:
+    """The near duplicates written before any agent runs, as `notes write` would."""
+    with MemoryStore.from_config(Config(), paths) as cli:
+        near_duplicates(cli)
+
+
+@asynccontextmanager
+async def tidy_session(paths: Paths) -> AsyncIterator[tuple[Any, Any, str]]:
+    """The editor, the agent and a session of theirs over a project holding the near
+    duplicates, memory on."""
+    near_duplicates_on_disk(paths)
+    async with turn_agent(tidy_config(), paths) as (ed, agent):
+        yield ed, agent, await ed.start_session(paths.cwd)
 
 
 def fixed_set(store: MemoryStore, paths: Paths) -> list[Group]:
     """Duplicates, a changed fact, a stale citation; the newer of each pair written later."""
-    # 0.84 of their 3-word shingles shared: near duplicates.
-    store.write("project:build-old.md", BUILD + "Docs live in docs.\n")
-    store.write("project:build.md", BUILD)
+    near_duplicates(store)
     store.write("project:editor-old.md", "My editor is vim.\nMy shell is fish.\n")
     store.write("project:editor.md", "My editor is helix.\n")
     (paths.cwd / "src").mkdir()
@@ -286,6 +315,8 @@ async def test_the_offline_tidy_holds_its_proposals_without_apply(
     assert len(outcome.held) == 3 and outcome.made == []
     assert {p.name: p.read_bytes() for p in (paths.cwd / "memory").iterdir()} == before
     assert all(h.id in outcome.report for h in outcome.held)
+    # Held in the journal, for the user to approve later.
+    assert sorted(h.id for h in history(store).held()) == sorted(h.id for h in outcome.held)
 
 
 # -- notes tidy ------------------------------------------------------------------------------
@@ -323,11 +354,7 @@ def test_notes_tidy_holds_then_applies_and_notes_undo_reverses(
 
 @pytest.mark.anyio
 async def test_memory_tidy_holds_its_proposals_for_the_session_to_approve(paths: Paths) -> None:
-    with MemoryStore.from_config(Config(), paths) as cli:
-        cli.write("project:build-old.md", BUILD + "Docs live in docs.\n")
-        cli.write("project:build.md", BUILD)
-    async with turn_agent(tidy_config(), paths) as (ed, _):
-        sid = await ed.start_session(paths.cwd)
+    async with tidy_session(paths) as (ed, _, sid):
         said = await reply(ed, sid, "/memory tidy")
         pending = await reply(ed, sid, "/memory pending")
         assert (paths.cwd / "memory" / "build-old.md").exists()
@@ -346,11 +373,7 @@ async def test_memory_tidy_holds_its_proposals_for_the_session_to_approve(paths:
 async def test_memory_tidy_is_a_memory_run_the_editor_sees_started_and_finished(
     paths: Paths,
 ) -> None:
-    with MemoryStore.from_config(Config(), paths) as cli:
-        cli.write("project:build-old.md", BUILD + "Docs live in docs.\n")
-        cli.write("project:build.md", BUILD)
-    async with turn_agent(tidy_config(), paths) as (ed, agent):
-        sid = await ed.start_session(paths.cwd)
+    async with tidy_session(paths) as (ed, agent, sid):
         said = await reply(ed, sid, "/memory tidy")
         updates = memory_updates(ed)
         pool = agent.runner.pool_for(agent.table.sessions[sid])
@@ -374,11 +397,7 @@ async def test_memory_tidy_is_a_memory_run_the_editor_sees_started_and_finished(
 async def test_memory_tidy_past_the_memory_runs_bounds_is_skipped_saying_so(
     paths: Paths,
 ) -> None:
-    with MemoryStore.from_config(Config(), paths) as cli:
-        cli.write("project:build-old.md", BUILD + "Docs live in docs.\n")
-        cli.write("project:build.md", BUILD)
-    async with turn_agent(tidy_config(), paths) as (ed, agent):
-        sid = await ed.start_session(paths.cwd)
+    async with tidy_session(paths) as (ed, agent, sid):
         bounds = agent.runner.memory.bounds
         for _ in range(bounds.session_limit):  # the session's runs in flight, all taken
             assert bounds.admit(sid, object()) is None
@@ -413,9 +432,7 @@ async def test_memory_pending_shows_and_approves_a_sessionless_tidy_proposal(
 
 @pytest.mark.anyio
 async def test_the_background_pass_holds_its_proposals_every_every_hours(paths: Paths) -> None:
-    with MemoryStore.from_config(Config(), paths) as cli:
-        cli.write("project:build-old.md", BUILD + "Docs live in docs.\n")
-        cli.write("project:build.md", BUILD)
+    near_duplicates_on_disk(paths)
     cfg = tidy_config()
     cfg.memory.tidy = TidyConfig(every_hours=1)
     clock = FakeClock()

@@ -51,6 +51,14 @@ def project(tmp_path: Path) -> Path:
     return folder
 
 
+def kettle_note(home: Path) -> str:
+    """Memory on and one global note, the office kettle's colour; the question it answers."""
+    write_config(home, MEMORY_ON)
+    (home / "memory").mkdir(parents=True)
+    (home / "memory" / "kettle.md").write_text("The office kettle is painted teal.\n")
+    return "Which colour is the office kettle painted?"
+
+
 def memory_block(blocks: list[str]) -> str:
     """The prompt's last block, which must be the proxy's memory block."""
     last = blocks[-1]
@@ -88,12 +96,9 @@ async def test_a_prompt_is_answered_by_the_inner_agent_through_the_proxy(home, p
 async def test_acp_memorys_own_agent_with_memory_off_gets_the_recall_through_the_proxy(
     home, project, tmp_path
 ):
-    write_config(home, MEMORY_ON)
-    (home / "memory").mkdir(parents=True)
-    (home / "memory" / "kettle.md").write_text("The office kettle is painted teal.\n")
+    question = kettle_note(home)
     # Its own home: no config, so no memory of its own; the offline model echoes the prompt.
     inner = (sys.executable, "-m", "acp_memory", "acp", "--home", str(tmp_path / "inner"))
-    question = "Which colour is the office kettle painted?"
     async with proxy(home, project, tmp_path / "unused.jsonl", inner=inner) as (ed, _):
         with anyio.fail_after(BOUND_S):
             init = await ed.conn.initialize(protocol_version=1)
@@ -153,10 +158,7 @@ async def test_a_streamed_reply_reaches_the_editor_whole_and_before_its_answer(
 async def test_a_recalled_note_is_the_last_block_of_the_prompt_the_inner_agent_receives(
     home, project, tmp_path
 ):
-    write_config(home, MEMORY_ON)
-    (home / "memory").mkdir(parents=True)
-    (home / "memory" / "kettle.md").write_text("The office kettle is painted teal.\n")
-    question = "Which colour is the office kettle painted?"
+    question = kettle_note(home)
     async with proxy(home, project, tmp_path / "inner.jsonl") as (ed, inner):
         sid = (await open_session(ed, project)).session_id
         assert await prompt(ed, sid, question) == "end_turn"
@@ -210,10 +212,7 @@ async def test_memory_review_questions_and_the_agents_own_both_reach_the_editor(
 async def test_a_session_loaded_in_a_later_proxy_process_goes_on_in_its_bundle(
     home, project, tmp_path
 ):
-    write_config(home, MEMORY_ON)
-    (home / "memory").mkdir(parents=True)
-    (home / "memory" / "kettle.md").write_text("The office kettle is painted teal.\n")
-    question = "Which colour is the office kettle painted?"
+    question = kettle_note(home)
     async with proxy(home, project, tmp_path / "first.jsonl") as (ed, _):
         sid = (await open_session(ed, project)).session_id
         assert await prompt(ed, sid, question) == "end_turn"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_memory.runtime.memory_service import RunBounds
+from acp_memory.runtime.run_bounds import RunBounds
 
 pytestmark = pytest.mark.anyio
 

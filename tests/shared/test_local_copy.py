@@ -184,9 +184,12 @@ def test_the_marker_outlives_the_object_and_the_next_catch_up_is_incremental(
     again = LocalCopy(tmp_path / "cache", KEY)
     assert again.seq() == seq
     (again.root / "untouched.md").write_text("a first sync would remove this")
+    (again.root / "a.md").write_text("reading a.md's change again would undo this")
     _change(conn, "b.md", "beta")
     assert again.catch_up(conn) == 1
     assert (again.root / "untouched.md").exists() and (again.root / "b.md").exists()
+    # Only the changes after the marker were read: a.md's, before it, was not applied again.
+    assert (again.root / "a.md").read_text() == "reading a.md's change again would undo this"
 
 
 def test_a_marker_of_another_key_or_torn_means_a_first_sync(

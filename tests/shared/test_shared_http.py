@@ -7,10 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from gitrepo import git_repo
 
 from acp_memory.config import Config, Paths
-from acp_memory.config.models import MemoryConfig, SharedMemoryConfig
 
 # The HTTP tests' kit lives beside them, where pytest puts it on sys.path only when it collects
 # one of them (as team_kit.py does).
@@ -23,18 +21,10 @@ pytestmark = pytest.mark.anyio
 KEY = "github.com/org/repo"
 
 
-@pytest.fixture
-def clone(paths: Paths) -> Paths:
-    """The session's cwd a clone of the team's repository."""
-    git_repo(paths.cwd, "git@github.com:Org/Repo.git")
-    return paths
-
-
 async def test_every_answer_naming_the_shared_workspace_adds_its_key(
-    clone: Paths, pg_dsn: str
+    clone: Paths, shared_config: Config
 ) -> None:
-    paths = clone
-    cfg = Config(memory=MemoryConfig(shared=SharedMemoryConfig(dsn=pg_dsn)))
+    paths, cfg = clone, shared_config
     async with served(cfg, paths) as api:
         sid = await api.new_session()
         roots = (await api.client.get(memory_url(sid, "tree"))).json()["roots"]

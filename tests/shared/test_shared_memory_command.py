@@ -7,11 +7,9 @@ from typing import Any
 
 import pytest
 from engine.turnkit import prompt, updates_of
-from gitrepo import git_repo
 from harness import in_process_agent
 
 from acp_memory.config import Config, Paths
-from acp_memory.config.models import MemoryConfig, SharedMemoryConfig
 from acp_memory.memory.roots import shared_copy_folder
 
 pytestmark = pytest.mark.anyio
@@ -23,18 +21,10 @@ def said(ed: Any, sid: str) -> str:
     return "".join(u.content.text for u in updates_of(ed, sid, "agent_message_chunk"))
 
 
-@pytest.fixture
-def clone(paths: Paths) -> Paths:
-    """The session's cwd a clone of the team's repository."""
-    git_repo(paths.cwd, "https://x@github.com/Org/Repo.git")
-    return paths
-
-
 async def test_memory_names_the_shared_project_root_with_its_key(
-    clone: Paths, pg_dsn: str
+    clone: Paths, shared_config: Config
 ) -> None:
-    paths = clone
-    cfg = Config(memory=MemoryConfig(shared=SharedMemoryConfig(dsn=pg_dsn)))
+    paths, cfg = clone, shared_config
     async with in_process_agent(cfg, paths) as ed:
         sid = await ed.start_session(paths.cwd)
         assert await prompt(ed, sid, "/memory") == "end_turn"

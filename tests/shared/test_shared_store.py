@@ -23,7 +23,7 @@ from acp_memory.memory.history.service import History
 from acp_memory.memory.history.states import Captured
 from acp_memory.memory.history.undo import ChangedSince
 from acp_memory.memory.shared.root import close_all, shared_root_for
-from acp_memory.memory.shared.schema import SCHEMA
+from acp_memory.memory.shared.schema import SCHEMA, SCHEMA_VERSION
 from acp_memory.memory.store import CLI, MemoryStore, NoteError
 from acp_memory.memory.tools import format_hits
 
@@ -330,3 +330,20 @@ def test_an_inline_snapshot_holds_the_teams_notes_as_they_are_when_the_session_o
     snapshot = session_memory(cfg, bob, str(bob.cwd))
     assert snapshot is not None
     assert "deploy on Tuesdays" in snapshot and "run make check" in snapshot
+
+
+def test_a_schema_newer_than_this_build_refuses_writes_in_one_line_as_an_outage_does(
+    machine: Machine, pg_dsn: str
+) -> None:
+    store = machine("alice")
+    store.write("project:build.md", "run make check")
+    rows(pg_dsn, f"UPDATE {SCHEMA}.meta SET value = '99' WHERE key = 'schema_version' "
+         "RETURNING key")
+    close_all()  # a new process: it meets the schema at its first connect
+    newer = machine("bob")
+    with pytest.raises(NoteError) as refused:
+        newer.write("project:deploy.md", "ship on Tuesdays")
+    assert str(refused.value) == (
+        "cannot save project:deploy.md: the database's acp_memory schema is version 99, newer "
+        f"than this acp-memory knows ({SCHEMA_VERSION}); upgrade acp-memory; nothing was written")
+    assert newer.search("make check", "project").offline.startswith("shared memory offline")

@@ -10,8 +10,8 @@ once by hash, redacted (a journal of an earlier version is redacted once when th
 it: `upgrade.py`); records older than `memory.history_days` go, with the blobs only they held.
 A purge (`purge.py`) drops every record of a path.
 
-The same database keeps the changes held for approval (`pending.py`), and the recall read stamps
-and each memory run's cost (`runs.py`).
+The same database keeps the changes held for approval (`held.py`; `pending.py` applies them),
+and the recall read stamps and each memory run's cost (`runs.py`).
 """
 
 from __future__ import annotations
@@ -25,16 +25,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from acp_memory.memory.history.records import (
-    CHANGE_COLUMNS,
-    HELD_COLUMNS,
-    Change,
-    ChangeSource,
-    Held,
-    HeldPart,
-    new_id,
-    parts_json,
-)
+from acp_memory.memory.history.held import HeldChanges
+from acp_memory.memory.history.held import Part as Part  # where the journal's users find it
+from acp_memory.memory.history.held import held_parts as held_parts
+from acp_memory.memory.history.records import CHANGE_COLUMNS, Change, ChangeSource, new_id
 from acp_memory.memory.history.runs import RunRecords
 from acp_memory.memory.history.states import (
     DIR,
@@ -76,7 +70,7 @@ class JournalError(Exception):
     """The journal cannot be read or written; the message names its file and why."""
 
 
-class Journal(RunRecords):
+class Journal(HeldChanges, RunRecords):
     """The database under the home; opened on first use, shared by threads (one lock)."""
 
     def __init__(
@@ -235,7 +229,7 @@ class Journal(RunRecords):
         change_id = new_id("chg")
         rows = self._blob_rows(before, after)
         with self.use(write=True) as db:
-            db.executemany(INSERT_BLOB, rows)
+            self._store_blobs(db, rows)
             db.execute(
                 f"INSERT INTO changes({CHANGE_COLUMNS.removeprefix('seq, ')}, done, releases) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?)",
@@ -275,6 +269,9 @@ class Journal(RunRecords):
                      if db.execute("SELECT 1 FROM blobs WHERE hash = ?", (h,)).fetchone()}
         return [(h, data, 0) if as_is else (h, *redact_bytes(data))
                 for h, (data, as_is) in wanted.items() if h not in known]
+
+    def _store_blobs(self, db: sqlite3.Connection, rows: list[tuple[str, bytes, int]]) -> None:
+        db.executemany(INSERT_BLOB, rows)
 
     def recover(self, root: Path, current: Callable[[str], Captured]) -> int:
         """Settle the intents a dead process left on root; call it holding the root's lock.
@@ -383,58 +380,6 @@ class Journal(RunRecords):
                      if (key := (str(root), c)) in last]
             found.append(max(known, key=lambda c: c.seq) if known else None)
         return found, manifests
-
-    # -- changes held for approval ---------------------------------------------------------
-
-    def hold(self, where: tuple[str, Path, str], action: str, before: Captured,
-             after: Captured, source: ChangeSource, *, reason: str | None = None,
-             parts: Sequence[Part] = ()) -> Held:
-        """Keep a change for the user to approve (pending_days at most), with the reason it
-        was proposed and the other paths of the root it makes with it (all or none)."""
-        scope, root, path = where
-        held = Held(new_id("pnd"), iso(self.now()), scope, str(root), path, action,
-                    before.state, after.state, source, reason, held_parts(parts))
-        rows = self._blob_rows(before, after, *(c for p in parts for c in (p[2], p[3])))
-        with self.use(write=True) as db:
-            db.executemany(INSERT_BLOB, rows)
-            db.execute(f"INSERT INTO pending({HELD_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                       (held.id, held.time, scope, str(root), path, action, before.state,
-                        after.state, source.surface, source.session_id, source.task_id,
-                        source.message, reason, parts_json(held.parts)))
-        return held
-
-    def held(self, *, session_id: str | None = None) -> list[Held]:
-        """The changes waiting for approval, oldest first (of one session when given)."""
-        self.prune()
-        sql = f"SELECT {HELD_COLUMNS} FROM pending"
-        params: tuple[str, ...] = ()
-        if session_id is not None:
-            sql += " WHERE session_id = ?"
-            params = (session_id,)
-        with self.use() as db:
-            return [Held.from_row(r) for r in db.execute(sql + " ORDER BY time, rowid", params)]
-
-    def held_one(self, pending_id: str) -> Held | None:
-        self.prune()
-        with self.use() as db:
-            row = db.execute(f"SELECT {HELD_COLUMNS} FROM pending WHERE id = ?",
-                             (pending_id,)).fetchone()
-        return Held.from_row(row) if row else None
-
-    def release(self, pending_id: str) -> bool:
-        """Forget a held change (applied or rejected); False when it was not held."""
-        with self.use(write=True) as db:
-            return db.execute("DELETE FROM pending WHERE id = ?", (pending_id,)).rowcount > 0
-
-
-# One more path of a held change as it is held: (path, action, before, after).
-Part = tuple[str, str, Captured, Captured]
-
-
-def held_parts(parts: Sequence[Part]) -> tuple[HeldPart, ...]:
-    """The parts as a held change keeps them (their states)."""
-    return tuple(HeldPart(path, action, before.state, after.state)
-                 for path, action, before, after in parts)
 
 
 INSERT_BLOB = "INSERT OR IGNORE INTO blobs(hash, data, redacted) VALUES (?, ?, ?)"

@@ -21,6 +21,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from acp_memory.memory.shared.dsn import mask_dsn, parse_dsn
+from acp_memory.memory.shared.errors import SharedUnavailable as SharedUnavailable
 from acp_memory.memory.shared.schema import ensure_schema
 
 CONNECT_TIMEOUT = 3  # seconds, libpq's connect_timeout
@@ -33,11 +34,6 @@ CONNECT_KWARGS: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT,
 # The pool retries in the background and warns at every attempt; our SharedUnavailable line
 # tells the user once instead.
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-
-
-class SharedUnavailable(Exception):
-    """The server cannot be used now. str(): one line, e.g.
-    'shared project memory postgresql://user:***@host/db: cannot connect: <reason>'."""
 
 
 class Database:

@@ -30,7 +30,6 @@ from acp_memory.memory.shared.database import (
 )
 from acp_memory.memory.shared.database import close_all as close_databases
 from acp_memory.memory.shared.journal import SharedJournal
-from acp_memory.memory.shared.schema import SchemaTooNew
 from acp_memory.memory.shared.vectors import share_vectors
 from acp_memory.timestamps import parse_iso
 
@@ -72,7 +71,7 @@ class SharedRoot:
             try:
                 with self.database.connection() as conn:
                     self.copy.catch_up(conn)
-            except (SharedUnavailable, SchemaTooNew) as exc:
+            except SharedUnavailable as exc:  # a schema too new included
                 log.debug("%s", exc)  # the session's one line says it; reads go on offline
                 self._offline = self.offline_text()
             except psycopg.Error as exc:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from acp_memory.memory.shared.errors import SharedUnavailable
+
 SCHEMA = "acp_memory"
 # 2: held.reason and held.parts (a held change's reason and its other paths); DDL adds them
 # to a version 1 schema, as it is written to run again over any earlier one.
@@ -49,8 +51,9 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.embeddings(
 """
 
 
-class SchemaTooNew(Exception):
-    """The database holds a schema this build does not know; the message says so in a line."""
+class SchemaTooNew(SharedUnavailable):
+    """The database holds a schema this build does not know; the message says so in a line.
+    Unusable as a server out of reach is: reads answer from the local copy, writes refused."""
 
 
 def ensure_schema(conn: Any) -> int:

@@ -21,12 +21,12 @@ from acp_memory.llm.embeddings import Embeddings
 from acp_memory.memory.index.indexes import SearchIndexes
 from acp_memory.memory.index.vectors import Made
 from acp_memory.memory.shared.database import Database, SharedUnavailable
-from acp_memory.memory.shared.schema import SCHEMA, SchemaTooNew
+from acp_memory.memory.shared.schema import SCHEMA
 
 log = logging.getLogger(__name__)
 
 # The server being down or refusing is the keeper's business no more than it is the search's.
-_UNREACHED = (SharedUnavailable, SchemaTooNew, psycopg.Error)
+_UNREACHED = (SharedUnavailable, psycopg.Error)  # a schema too new included
 
 
 class TableVectors:
