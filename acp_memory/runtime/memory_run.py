@@ -252,7 +252,7 @@ class MemoryRun:
         started = False
         try:
             launched = await service.launch(self.session, self.text, self._on_finish,
-                                            self.questions)
+                                            self.questions, holder=self)
             started = True
         except (OSError, PoolRefused) as exc:
             # Not a bound: the log says why, the wire says nothing (skipped is the bounds').
@@ -272,7 +272,6 @@ class MemoryRun:
     # -- settling ----------------------------------------------------------------------------
 
     def _on_finish(self, task: Task) -> None:
-        self.service.bounds.release(self.session.id, self)  # no longer in flight
         record = task.record
         if record.status != "succeeded":
             log.warning("memory run %s %s: %s", task.id, record.status, run_reason(record))

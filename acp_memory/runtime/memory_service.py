@@ -154,6 +154,7 @@ class MemoryService:
         on_finish: Callable[[Task], None],
         questions: TurnQuestions | None = None,
         *,
+        holder: object,
         reflect: Callable[[], Awaitable[None]] | None = None,
         tidy: Callable[[MemoryStore], MemoryLaunch] | None = None,
     ) -> Launched:
@@ -161,8 +162,11 @@ class MemoryService:
         (memory.review: ask), its saves and deletes ask the user of the parent's turn first
         (or are held when none can be asked). A reflection run (runtime/reflection.py) passes
         `reflect`, awaited once its child succeeded; a tidy run (runtime/tidy_run.py) passes
-        `tidy`, its launch over the run's store. Raises OSError or PoolRefused when it
-        cannot start."""
+        `tidy`, its launch over the run's store. `holder` holds the run's tokens of `bounds`
+        (admitted by the caller): they are given back as soon as the run ended, not once its
+        records are on disk, so a quick next turn does not find the bound full. on_finish is
+        called once its final record is written. Raises OSError or PoolRefused when it cannot
+        start (the caller gives the tokens back)."""
         cfg = self.cfg
         pool = self.host.pool_for(parent)
         surface = "tidy" if tidy else "memory_run" if reflect is None else "reflect"
@@ -240,6 +244,7 @@ class MemoryService:
                 system=True,
                 timeout_seconds=cfg.memory.timeout_seconds,
                 on_finish=on_finish,
+                on_ended=lambda _: self.bounds.release(parent.id, holder),
                 log=task_log,
                 redact=redact_text,
                 setup=setup,

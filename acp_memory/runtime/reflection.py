@@ -169,7 +169,6 @@ class Reflection:
         announced = anyio.Event()  # the started update went out (or never will)
 
         def on_finish(task: Task) -> None:
-            service.bounds.release(session.id, token)
             if task.record.status != "succeeded":
                 log.warning("reflection %s %s: %s", task.id, task.record.status,
                             run_reason(task.record))
@@ -193,7 +192,7 @@ class Reflection:
         try:
             launched.append(await service.launch(
                 session, reflection_task(new, memory.reflect.max_chars), on_finish, questions,
-                reflect=succeeded,
+                holder=token, reflect=succeeded,
             ))
         except (OSError, PoolRefused) as exc:
             service.bounds.release(session.id, token)

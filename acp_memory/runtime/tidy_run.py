@@ -205,8 +205,6 @@ async def tidy_in_session(
     runs: list[Launched] = []
 
     def on_finish(task: Task) -> None:
-        memory.bounds.release(session.id, token)
-
         async def settle() -> None:
             # In the owner group: a command cancelled meanwhile still tells the editor.
             try:
@@ -223,7 +221,7 @@ async def tidy_in_session(
 
     try:
         launched = await memory.launch(session, tidy_text(scope, groups), on_finish,
-                                       tidy=prepare)
+                                       holder=token, tidy=prepare)
     except (OSError, PoolRefused) as exc:
         memory.bounds.release(session.id, token)
         announced.set()

@@ -77,7 +77,8 @@ class Task:
         self._stop_reason: str | None = None
         self._admitted = anyio.Event()
         self._t0 = 0.0  # the pool clock's time when it started running
-        self._callbacks: list[Callable[[Task], None]] = []
+        self._callbacks: list[Callable[[Task], None]] = []  # told once it is done
+        self._ended_callbacks: list[Callable[[Task], None]] = []  # told once it ended
         self._writing = anyio.Lock()
         self._claim = claim  # holds the folder's lock until the record is final
 
@@ -107,6 +108,22 @@ class Task:
             _call(callback, self)
         else:
             self._callbacks.append(callback)
+
+    def add_ended_callback(self, callback: Callable[[Task], None]) -> None:
+        """Call callback(task) once it ended, its outcome known but its final record maybe
+        not yet on disk (at once if it already ended)."""
+        if self.ended.is_set():
+            _call(callback, self)
+        else:
+            self._ended_callbacks.append(callback)
+
+    def end(self) -> None:
+        """Its outcome is final: `ended` set, then every add_ended_callback caller told
+        (once)."""
+        self.ended.set()
+        callbacks, self._ended_callbacks = self._ended_callbacks, []
+        for callback in callbacks:
+            _call(callback, self)
 
     async def output_tail(self, max_bytes: int) -> bytes:
         """Its last max_bytes of output: live from a client's terminal while it runs, else
@@ -178,7 +195,7 @@ class Task:
             record.cost.duration_ms = record.duration_ms()
         record.output_bytes = self.log.total
         record.output_truncated = self.log.truncated
-        self.ended.set()
+        self.end()
         await self.write_record(final=True)
         self.release()  # the record is final: readers elsewhere may take it as it is
 
@@ -244,4 +261,4 @@ def _call(callback: Callable[[Task], None], task: Task) -> None:
     try:
         callback(task)
     except Exception:  # one caller's bug must not keep others from hearing of the end
-        log.exception("on-finish callback of %s failed", task.id)
+        log.exception("a callback on the end of %s failed", task.id)

@@ -427,7 +427,7 @@ async def test_closing_a_session_tells_the_editor_of_its_reflection_under_the_in
         sid = await proxy.open(_asking(form))
         for text in ("we use uv for builds", "tests go in tests/unit now", "thanks"):
             assert await proxy.prompt(sid, text) == "end_turn"
-        # The turns' runs sealed first: still in flight, two of them would count against the
+        # The turns' runs ended first: still in flight, two of them would count against the
         # session's bound of two and have the reflection skipped.
         pool = proxy.policy.runner.pool_for(proxy.policy.sessions[sid].session)
         for task_id in ("bg_1", "bg_2", "bg_3"):

@@ -35,6 +35,7 @@ from acp_memory.config import Config, Paths
 from acp_memory.config.models import AcpConfig, MemoryConfig, ModelConfig
 from acp_memory.runtime.memory_agent import OPERATOR_HEADING
 from acp_memory.runtime.subagents import REPORT_HEADER
+from acp_memory.tasks.task import Task
 
 pytestmark = pytest.mark.anyio
 
@@ -341,6 +342,43 @@ async def test_the_process_and_session_bounds_skip_runs_with_real_runs_in_flight
     assert len(server.child_requests) == 16
     assert all(t is not None and t.record.status == "succeeded" for t in tasks)
 
+
+
+async def test_a_run_that_ended_gives_its_bound_back_before_its_records_reach_the_disk(
+    paths, monkeypatch
+):
+    # A run's outcome is known before its final record is written; a slow disk (a loaded
+    # machine) must not have quick turns find the session's bound of two full.
+    disk = anyio.Event()
+    write_record = Task.write_record
+
+    async def slow_final_record(task: Task, *, raise_errors: bool = False,
+                                final: bool = False) -> None:
+        if final:
+            await disk.wait()
+        await write_record(task, raise_errors=raise_errors, final=final)
+
+    monkeypatch.setattr(Task, "write_record", slow_final_record)
+    async with MemoryRoutedOpenAI() as server:
+        server.child = [text("(no memory hits)") for _ in range(3)]
+        server.script(text("one"), text("two"), text("three"))
+        async with turn_agent(memory_config(server), paths) as (ed, agent):
+            sid = await ed.start_session(paths.cwd)
+            try:
+                for message in ("first", "second", "third"):
+                    assert await prompt(ed, sid, message) == "end_turn"
+                pool = agent.runner.pool_for(agent.table.sessions[sid])
+                tasks = [pool.get(t) for t in ("bg_1", "bg_2", "bg_3")]
+                assert all(t is not None and not t.done.is_set() for t in tasks)
+                assert agent.runner.memory.bounds.in_flight(sid) == 0
+            finally:
+                disk.set()
+            with anyio.fail_after(10):
+                for task in tasks:
+                    assert task is not None
+                    await task.done.wait()
+            updates = memory_updates(ed)
+    assert [u["status"] for u in updates] == ["started", "finished"] * 3
 
 # -- operator instructions -----------------------------------------------------------------
 
