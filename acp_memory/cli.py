@@ -47,7 +47,6 @@ def load(args: argparse.Namespace) -> tuple[Config, Paths]:
     paths = resolve_paths(
         home=args.home, config=args.config, sessions_dir=args.sessions_dir, cwd=args.cwd, cfg=cfg
     )
-    _shared_warnings(cfg, paths)  # a DSN that does not parse is a config error, here
     return cfg, paths
 
 
@@ -113,6 +112,7 @@ def _main(args: argparse.Namespace) -> int:
             return 2
     try:
         cfg, paths = load(args)
+        shared_warnings = _shared_warnings(cfg, paths)  # a DSN that does not parse: an error
     except ConfigError as exc:
         return _unconfigured(str(exc)) if serving else _usage_error(str(exc), args)
     level = args.log_level or cfg.logging.level
@@ -135,7 +135,7 @@ def _main(args: argparse.Namespace) -> int:
 
     for key in unknown_keys(cfg):
         log.warning("config: unknown key %s is ignored (acp-memory doctor lists them)", key)
-    for line in _shared_warnings(cfg, paths):
+    for line in shared_warnings:
         log.warning("config: %s", line)
     handlers: dict[str, Callable[[], int]] = {
         "acp": lambda: _run_acp(cfg, paths, args),

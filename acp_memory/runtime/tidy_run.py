@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ log = logging.getLogger(__name__)
 
 TIDY_TEMPLATE = "tidy_agent.md"
 TIDY_SOURCE = ChangeSource(TIDY_SURFACE)  # how the history names a tidy run's changes
+TIDY_SESSIONS = "tidy"  # the sessions folder's subfolder of the sessionless tidy runs' bundles
 NOTHING_TO_TIDY = "nothing to tidy: no duplicates, contradictions or stale citations found"
 
 
@@ -151,12 +153,13 @@ def is_tidy_run(record: TaskRecord) -> bool:
 
 async def tidy_root(
     cfg: Config, paths: Paths, store: MemoryStore, scope: str, *, apply: bool,
-    model_for: Callable[[str], ModelHandle], sessions: Path,
+    model_for: Callable[[str], ModelHandle],
 ) -> TidyOutcome:
     """A tidy run of scope's root on the memory model chain (`notes tidy`, a background
-    pass), in a bundle of its own in `sessions`, written as a memory run's are (redacted,
-    unsynced)."""
+    pass), in a bundle of its own under `<sessions>/tidy/`, written as a memory run's are
+    (redacted, unsynced); that folder keeps the newest `memory.keep_runs` of them."""
     model_ids = memory_model_chain(cfg, cfg.default_model_id())
+    sessions = paths.sessions_dir / TIDY_SESSIONS
     child = SessionStore(sessions).create(
         cwd=str(store.roots.cwd or paths.cwd), model_id=model_ids[0],
         durable=False, scrub=redact_json)
@@ -167,6 +170,17 @@ async def tidy_root(
             templates=Templates(cfg.prompts.dir))
     finally:
         child.close()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(retain_bundles, sessions, cfg.memory.keep_runs)
+
+
+def retain_bundles(sessions: Path, keep: int) -> None:
+    """The newest `keep` bundles of a sessions folder kept, the older ones removed (0 keeps
+    every one): the sessionless tidy runs' retention, as memory.keep_runs is a session's."""
+    if keep <= 0:
+        return
+    for old in SessionStore(sessions).list()[keep:]:
+        shutil.rmtree(sessions / old.id, ignore_errors=True)
 
 
 async def tidy_in_session(
@@ -250,7 +264,7 @@ def tidy_command(cfg: Config, paths: Paths, scope: str, *, apply: bool, as_json:
         with MemoryStore.from_config(cfg, paths, paths.cwd, source=TIDY_SOURCE) as store:
             async with ProviderHub(cfg) as hub:
                 return await tidy_root(
-                    cfg, paths, store, scope, apply=apply, sessions=paths.sessions_dir / "tidy",
+                    cfg, paths, store, scope, apply=apply,
                     model_for=partial(hub.model, wait_for_limit_reset=False))
 
     try:
@@ -325,5 +339,4 @@ class TidyPasses:
         memory = self.memory
         with memory.store_for(cwd, TIDY_SOURCE) as store:
             return await tidy_root(memory.cfg, memory.paths, store, scope, apply=False,
-                                   model_for=memory.host.model_for,
-                                   sessions=memory.paths.sessions_dir / "tidy")
+                                   model_for=memory.host.model_for)

@@ -352,6 +352,23 @@ def test_notes_tidy_holds_then_applies_and_notes_undo_reverses(
     assert (tmp_path / "w" / "memory" / "build.md").read_text() == BUILD
 
 
+
+def test_notes_tidy_keeps_the_newest_keep_runs_of_its_bundles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = notes_runner(tmp_path, capsys)
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "config.yaml").write_text("memory: {enable: true, keep_runs: 2}\n")
+    assert run("write", "project:build-old.md", stdin=BUILD + "Docs live in docs.\n")[0] == 0
+    assert run("write", "project:build.md", stdin=BUILD)[0] == 0
+    folder = tmp_path / "h" / "sessions" / "tidy"
+    kept: list[set[str]] = []
+    for _ in range(3):
+        assert run("tidy")[0] == 0
+        kept.append({p.name for p in folder.iterdir()})
+    assert [len(k) for k in kept] == [1, 2, 2]
+    assert kept[2] == (kept[1] - kept[0]) | (kept[2] - kept[1])  # the oldest one went
+
 @pytest.mark.anyio
 async def test_memory_tidy_holds_its_proposals_for_the_session_to_approve(paths: Paths) -> None:
     async with tidy_session(paths) as (ed, _, sid):
