@@ -14,8 +14,8 @@ from acp_memory.memory.history.service import History
 from acp_memory.memory.history.summary import change_line, counted, undone_line
 from acp_memory.memory.shared.key import shared_key_of, shared_label
 from acp_memory.memory.store import MemoryStore, NoteError
-from acp_memory.runtime.memory_service import is_memory_run
 from acp_memory.runtime.reflection import is_reflection_run
+from acp_memory.runtime.run_retention import is_memory_run
 from acp_memory.runtime.tidy_run import is_tidy_run, tidy_in_session
 from acp_memory.sessions.store import Session
 

@@ -12,7 +12,8 @@ from acp_memory.commands.base import CommandCall
 from acp_memory.commands.history import SUBCOMMANDS, memory_subcommand
 from acp_memory.memory.roots import Roots, is_note_name
 from acp_memory.memory.shared.key import shared_key_of, shared_label
-from acp_memory.runtime.memory_service import final_message, is_memory_run
+from acp_memory.runtime.memory_service import final_message
+from acp_memory.runtime.run_retention import is_memory_run
 from acp_memory.sessions.store import BundleError, SessionNotFound, load_bundle
 from acp_memory.tasks.log import read_file_tail
 from acp_memory.tasks.records import LOG_FILE, format_seconds, task_dir

@@ -1,6 +1,7 @@
 """The memory runs of one surface as a service of their own: the bounds on runs in flight
 (`run_bounds.py`), the search indexes every notes store shares, the memory child started as a
-system task, retention (memory.keep_runs) and the wait for running runs at exit.
+system task, retention (memory.keep_runs, `run_retention.py`) and the wait for running runs
+at exit.
 
 The runner owns one and hands it a `MemoryHost`, the few things a run needs of it; the turn's
 side of a run (`memory_run.py`) asks the service for everything else.
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +38,11 @@ from acp_memory.memory.store import MemoryStore, indexes_for, journal_for
 from acp_memory.oserror import os_error_text
 from acp_memory.runtime.memory_agent import MemoryLaunch
 from acp_memory.runtime.run_bounds import RunBounds
+from acp_memory.runtime.run_retention import (
+    MEMORY_AGENT_NAME,
+    remove_tree,
+    retain_runs,
+)
 from acp_memory.runtime.shared_memory import SharedMemory
 from acp_memory.runtime.subagents import log_line, run_child_turn
 from acp_memory.sessions.model import new_session_id
@@ -45,13 +50,12 @@ from acp_memory.sessions.store import Session
 from acp_memory.tasks.admission import PoolRefused
 from acp_memory.tasks.log import TaskLog
 from acp_memory.tasks.pool import TaskPool
-from acp_memory.tasks.records import TaskCost, TaskRecord, task_names
+from acp_memory.tasks.records import TaskCost, TaskRecord
 from acp_memory.tasks.task import Task, TaskFailed
 from acp_memory.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
-MEMORY_AGENT_NAME = "memory"
 MEMORY_EXIT_WAIT_SECONDS = 15.0
 
 
@@ -244,7 +248,6 @@ class MemoryService:
                 system=True,
                 timeout_seconds=cfg.memory.timeout_seconds,
                 on_finish=on_finish,
-                on_ended=lambda _: self.bounds.release(parent.id, holder),
                 log=task_log,
                 redact=redact_text,
                 setup=setup,
@@ -254,10 +257,11 @@ class MemoryService:
             store.close()
             for child in made:  # claimed, then refused: the pool closed meanwhile
                 child.close()
-                await anyio.to_thread.run_sync(_remove_tree, child.dir)
+                await anyio.to_thread.run_sync(remove_tree, child.dir)
             raise
         self._running[task] = pool
         task.add_done_callback(self._ended)  # at once when it has already
+        task.add_ended_callback(lambda _: self.bounds.release(parent.id, holder))
         return Launched(pool, task, child_id)
 
     def _ended(self, task: Task) -> None:
@@ -293,29 +297,7 @@ class MemoryService:
     async def retain(self, session: Session, pool: TaskPool) -> None:
         """memory.keep_runs: the oldest finished memory runs of session beyond it go, record
         and child bundle alike."""
-        keep = self.cfg.memory.keep_runs
-        # The run's own pool, never a new one: a pool closed since (the session deleted or
-        # released) leaves the bundle alone, and its next run's retention catches up.
-        if keep <= 0 or pool.closed:
-            return
-        try:
-            # A finished run has its folder: no more folders than keep_runs, nothing to read.
-            # One small listing, on the event loop: cheaper than a worker-thread trip.
-            if len(task_names(pool.bundle)) <= keep:
-                return
-            records = await pool.records(include_system=True)
-        except OSError as exc:
-            log.warning("cannot list the memory runs of %s: %s", session.id, exc)
-            return
-        finished = [r for r in records if is_memory_run(r) and r.finished]
-        for record in finished[: max(len(finished) - keep, 0)]:
-            try:
-                await pool.remove(record.id)
-            except (ValueError, LookupError, OSError):
-                continue
-            if record.agent is not None and record.agent.session_id:  # a lost record names none
-                child_dir = session.subagents_dir() / record.agent.session_id
-                await anyio.to_thread.run_sync(_remove_tree, child_dir)
+        await retain_runs(session, pool, self.cfg.memory.keep_runs)
 
     def spawn(self, work: Callable[[], Coroutine[Any, Any, None]], done: anyio.Event) -> bool:
         """Start a run's bookkeeping in the owner group (False once the runner stopped);
@@ -365,12 +347,6 @@ class MemoryService:
             self._journal = None
 
 
-def is_memory_run(record: TaskRecord) -> bool:
-    """Whether record is a memory run's (a system task of the memory agent; the memory run
-    is the only system task, so one whose record was lost is one too)."""
-    return record.system and (record.agent is None or record.agent.name == MEMORY_AGENT_NAME)
-
-
 def run_cost(meter: UsageMeter) -> TaskCost:
     """A run's cost as its record keeps it; its time is the record's (set as it is sealed)."""
     return TaskCost(
@@ -395,7 +371,3 @@ def final_message(child: Session) -> str:
     if last is None or last.role != "assistant" or last.tool_calls:
         return ""
     return last.content.strip()
-
-
-def _remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)

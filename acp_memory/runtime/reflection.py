@@ -28,7 +28,8 @@ import anyio
 from acp_memory.memory.redact import redact_text
 from acp_memory.memory.review import TurnQuestions
 from acp_memory.runtime.memory_run import finished_update, kind_meta, run_reason, send_update
-from acp_memory.runtime.memory_service import Launched, MemoryService, is_memory_run
+from acp_memory.runtime.memory_service import Launched, MemoryService
+from acp_memory.runtime.run_retention import is_memory_run
 from acp_memory.sessions.model import TranscriptMessage
 from acp_memory.sessions.store import Session
 from acp_memory.tasks.admission import PoolRefused

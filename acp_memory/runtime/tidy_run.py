@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,12 +54,8 @@ from acp_memory.runtime.memory_run import (
     run_reason,
     send_update,
 )
-from acp_memory.runtime.memory_service import (
-    Launched,
-    MemoryService,
-    final_message,
-    is_memory_run,
-)
+from acp_memory.runtime.memory_service import Launched, MemoryService, final_message
+from acp_memory.runtime.run_retention import is_memory_run, retain_bundles
 from acp_memory.sessions.store import Session, SessionStore
 from acp_memory.tasks.admission import PoolRefused
 from acp_memory.tasks.records import TaskRecord
@@ -172,15 +167,6 @@ async def tidy_root(
         child.close()
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(retain_bundles, sessions, cfg.memory.keep_runs)
-
-
-def retain_bundles(sessions: Path, keep: int) -> None:
-    """The newest `keep` bundles of a sessions folder kept, the older ones removed (0 keeps
-    every one): the sessionless tidy runs' retention, as memory.keep_runs is a session's."""
-    if keep <= 0:
-        return
-    for old in SessionStore(sessions).list()[keep:]:
-        shutil.rmtree(sessions / old.id, ignore_errors=True)
 
 
 async def tidy_in_session(

@@ -170,7 +170,6 @@ class TaskPool:
         kind_limit: int | None = None,
         queue: bool = False,
         on_finish: Callable[[Task], None] | None = None,
-        on_ended: Callable[[Task], None] | None = None,
         log: TaskLog | None = None,
         redact: Callable[[str], str] | None = None,
         setup: Callable[[TaskRecord], None] | None = None,
@@ -183,8 +182,6 @@ class TaskPool:
         (subagents.max_concurrent). PoolRefused when not admitted (unless queue=True). log is
         one of the caller's making (new_log with a filter), and redact rewrites the record's
         label and error, so that none of the task's files keeps what they must not.
-        on_finish(task) is called once it is done (its final record written), on_ended(task)
-        as soon as its outcome is known.
 
         A system task's folder, log and first record are made in its claim's worker-thread
         trip, with setup(first record) (blocking: the memory run's child bundle) in the same
@@ -210,8 +207,6 @@ class TaskPool:
         task.on_sealed = on_sealed
         if on_finish is not None:
             task.add_done_callback(on_finish)
-        if on_ended is not None:
-            task.add_ended_callback(on_ended)
         if system:
             log.attached(task.folder / LOG_FILE, len(written))  # made in the claim's trip
         else:

@@ -104,26 +104,18 @@ class Task:
 
     def add_done_callback(self, callback: Callable[[Task], None]) -> None:
         """Call callback(task) once it is done (at once if it already is)."""
-        if self.done.is_set():
-            _call(callback, self)
-        else:
-            self._callbacks.append(callback)
+        self._when(self.done, self._callbacks, callback)
 
     def add_ended_callback(self, callback: Callable[[Task], None]) -> None:
         """Call callback(task) once it ended, its outcome known but its final record maybe
         not yet on disk (at once if it already ended)."""
-        if self.ended.is_set():
-            _call(callback, self)
-        else:
-            self._ended_callbacks.append(callback)
+        self._when(self.ended, self._ended_callbacks, callback)
 
     def end(self) -> None:
         """Its outcome is final: `ended` set, then every add_ended_callback caller told
         (once)."""
         self.ended.set()
-        callbacks, self._ended_callbacks = self._ended_callbacks, []
-        for callback in callbacks:
-            _call(callback, self)
+        self._tell(self._ended_callbacks)
 
     async def output_tail(self, max_bytes: int) -> bytes:
         """Its last max_bytes of output: live from a client's terminal while it runs, else
@@ -207,7 +199,20 @@ class Task:
 
     def call_done_callbacks(self) -> None:
         """Tell every add_done_callback caller that it is done (once)."""
-        callbacks, self._callbacks = self._callbacks, []
+        self._tell(self._callbacks)
+
+    def _when(
+        self, event: anyio.Event, waiting: list[Callable[[Task], None]],
+        callback: Callable[[Task], None],
+    ) -> None:
+        if event.is_set():
+            _call(callback, self)
+        else:
+            waiting.append(callback)
+
+    def _tell(self, waiting: list[Callable[[Task], None]]) -> None:
+        callbacks = waiting[:]
+        waiting.clear()  # once: a callback that adds another is told of it at once
         for callback in callbacks:
             _call(callback, self)
 

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -269,6 +270,22 @@ async def test_the_long_term_memory_option_is_the_proxys_own(home, project, tmp_
 # -- cancel ------------------------------------------------------------------------------------
 
 
+async def cancelled_once(
+    ed: Any, sid: str, text: str, until: Callable[[], Awaitable[None]]
+) -> str:
+    """The prompt's stop reason when the editor cancels it once `until()` returns."""
+    answers: list[str] = []
+    async with anyio.create_task_group() as tg:
+
+        async def ask() -> None:
+            answers.append(await prompt(ed, sid, text))
+
+        tg.start_soon(ask)
+        await until()
+        await ed.conn.cancel(session_id=sid)
+    (answer,) = answers
+    return answer
+
 async def test_a_cancel_during_the_memory_wait_ends_the_prompt_without_forwarding_it(
     home, project, tmp_path
 ):
@@ -278,17 +295,12 @@ async def test_a_cancel_during_the_memory_wait_ends_the_prompt_without_forwardin
     client = SlowToAnswer()
     async with proxy(home, project, tmp_path / "inner.jsonl", client=client) as (ed, inner):
         sid = (await open_session(ed, project)).session_id
-        answers: list[str] = []
-        async with anyio.create_task_group() as tg:
-
-            async def ask() -> None:
-                answers.append(await prompt(ed, sid, "Remember that I drink green tea."))
-
-            tg.start_soon(ask)
+        async def asked() -> None:
             with anyio.fail_after(BOUND_S):
                 await client.asked.wait()
-            await ed.conn.cancel(session_id=sid)
-        assert answers == ["cancelled"]  # the question is never answered: withdrawn
+
+        answer = await cancelled_once(ed, sid, "Remember that I drink green tea.", asked)
+        assert answer == "cancelled"  # the question is never answered: withdrawn
     assert inner.received("session/prompt") == []
     assert inner.received("session/cancel") == [{"sessionId": sid}]
 
@@ -296,16 +308,9 @@ async def test_a_cancel_during_the_memory_wait_ends_the_prompt_without_forwardin
 async def test_a_cancel_during_the_agents_turn_is_the_agents_to_answer(home, project, tmp_path):
     async with proxy(home, project, tmp_path / "inner.jsonl") as (ed, inner):
         sid = (await open_session(ed, project)).session_id
-        answers: list[str] = []
-        async with anyio.create_task_group() as tg:
-
-            async def ask() -> None:
-                answers.append(await prompt(ed, sid, "HANG"))
-
-            tg.start_soon(ask)
-            await ed.client.wait_for(lambda: "hanging" in ed.client.text(sid), BOUND_S)
-            await ed.conn.cancel(session_id=sid)
-        assert answers == ["cancelled"]
+        answer = await cancelled_once(ed, sid, "HANG", lambda: ed.client.wait_for(
+            lambda: "hanging" in ed.client.text(sid), BOUND_S))
+        assert answer == "cancelled"
         assert inner.received("session/cancel") == [{"sessionId": sid}]
         # The session goes on.
         assert await prompt(ed, sid, "still there?") == "end_turn"

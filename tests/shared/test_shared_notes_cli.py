@@ -51,6 +51,14 @@ def machines(tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture[str]
             Machine(tmp_path, "bob", "https://bob@github.com/Org/Repo", pg_dsn, capsys))
 
 
+def _offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Machine, Path]:
+    """A machine whose DSN names a socket folder with no server in it, and that folder."""
+    gone = tmp_path / "no-server"
+    gone.mkdir()
+    return (Machine(tmp_path, "alice", "git@github.com:Org/Repo.git",
+                    f"postgresql://alice@/team?host={gone}", capsys), gone)
+
+
 def _folder(tmp_path: Path) -> Path:
     src = tmp_path / "old-memory"
     (src / "api").mkdir(parents=True)
@@ -98,10 +106,7 @@ def test_the_notes_surfaces_name_the_shared_root_and_add_its_key_to_json(
 def test_an_import_with_the_server_down_is_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    gone = tmp_path / "no-server"
-    gone.mkdir()
-    alice = Machine(tmp_path, "alice", "git@github.com:Org/Repo.git",
-                    f"postgresql://alice@/team?host={gone}", capsys)
+    alice, gone = _offline(tmp_path, capsys)
     code, out, err = alice.notes("import", "project:", str(_folder(tmp_path)))
     assert (code, out) == (1, "")
     assert err.count("\n") == 1
@@ -113,10 +118,7 @@ def test_an_import_with_the_server_down_is_one_line_and_writes_nothing(
 def test_an_export_with_the_server_down_writes_the_local_copy_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    gone = tmp_path / "no-server"
-    gone.mkdir()
-    alice = Machine(tmp_path, "alice", "git@github.com:Org/Repo.git",
-                    f"postgresql://alice@/team?host={gone}", capsys)
+    alice, gone = _offline(tmp_path, capsys)
     dest = tmp_path / "out"
     code, out, err = alice.notes("export", "project:", str(dest))
     assert code == 0
